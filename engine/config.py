@@ -1,0 +1,107 @@
+"""DecodeConfig: every knob of one decode, frozen so a trace can carry it and replay it.
+
+The field names match the CLI flags (`--top-k` is `top_k`). `validate` checks the
+ranges before any model work starts, raising ConfigError that names the parameter.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel")
+MAX_NEW_TOKENS = 1024
+MAX_BEAMS = 32
+MAX_TOP_N = 200
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    strategy: str = "greedy"          # greedy | sample | beam | soft | gumbel
+    max_new_tokens: int = 32          # tokens to generate (1..1024)
+    temperature: float = 1.0          # divides logits (sample, soft, gumbel)
+    top_k: int = 0                    # keep the k most likely tokens; 0 = off
+    top_p: float = 1.0                # keep the smallest set with this much mass; 1 = off
+    min_p: float = 0.0                # drop tokens below min_p * p(top token); 0 = off
+    repetition_penalty: float = 1.0   # >1 discourages tokens already in the context
+    num_beams: int = 4                # beam width (beam)
+    length_penalty: float = 1.0       # score = cum_logprob / length ** length_penalty
+    early_stopping: bool = False      # stop once num_beams hypotheses are finished
+    num_return_sequences: int = 1     # finished beams to return
+    tau: float = 1.0                  # Gumbel-softmax temperature
+    hard: bool = False                # straight-through: feed back the one-hot
+    seed: int = 0                     # seeds the torch.Generator of every random draw
+    top_n: int = 20                   # candidates recorded per step
+    chat: bool = False                # wrap the prompt in the tokenizer's chat template
+
+    def replace(self, **changes) -> "DecodeConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "DecodeConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ConfigError(sorted(unknown)[0], f"unknown setting '{sorted(unknown)[0]}'")
+        kinds = {f.name: f.type for f in dataclasses.fields(cls)}
+        clean = {}
+        for key, value in values.items():
+            kind = kinds[key]
+            try:
+                if kind == "bool":
+                    if not isinstance(value, bool):
+                        raise TypeError
+                    clean[key] = value
+                elif kind == "int":
+                    if isinstance(value, bool) or float(value) != int(value):
+                        raise TypeError
+                    clean[key] = int(value)
+                elif kind == "float":
+                    if isinstance(value, bool):
+                        raise TypeError
+                    clean[key] = float(value)
+                else:
+                    clean[key] = str(value)
+            except (TypeError, ValueError, OverflowError):
+                raise ConfigError(key, f"{key} must be a {kind}, got {value!r}") from None
+        return cls(**clean)
+
+    def validate(self, vocab_size: int | None = None) -> "DecodeConfig":
+        """Raise ConfigError naming the first parameter out of range; return self."""
+        def bad(param, message):
+            raise ConfigError(param, f"{param}: {message}")
+
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                bad(f.name, f"must be a finite number, got {value}")
+        if self.strategy not in STRATEGIES:
+            bad("strategy", f"unknown strategy '{self.strategy}'; choose one of {', '.join(STRATEGIES)}")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            bad("max_new_tokens", f"must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
+        if self.temperature <= 0:
+            bad("temperature", f"must be greater than 0, got {self.temperature} (use the greedy strategy for temperature 0)")
+        if self.top_k < 0:
+            bad("top_k", f"must be 0 (off) or a positive number of tokens, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            bad("top_p", f"must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            bad("min_p", f"must be in [0, 1], got {self.min_p}")
+        if self.repetition_penalty <= 0:
+            bad("repetition_penalty", f"must be greater than 0, got {self.repetition_penalty}")
+        if not 1 <= self.num_beams <= MAX_BEAMS:
+            bad("num_beams", f"must be between 1 and {MAX_BEAMS}, got {self.num_beams}")
+        if self.strategy == "beam" and not 1 <= self.num_return_sequences <= self.num_beams:
+            bad("num_return_sequences", f"must be between 1 and num_beams ({self.num_beams}), got {self.num_return_sequences}")
+        if self.tau <= 0:
+            bad("tau", f"must be greater than 0, got {self.tau}")
+        if not 1 <= self.top_n <= MAX_TOP_N:
+            bad("top_n", f"must be between 1 and {MAX_TOP_N}, got {self.top_n}")
+        if self.seed < 0 or self.seed >= 2**63:
+            bad("seed", f"must be between 0 and 2**63 - 1, got {self.seed}")
+        return self

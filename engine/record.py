@@ -1,0 +1,65 @@
+"""Turn one step's tensors into plain records: candidates, fed-back vector, KV cache."""
+from __future__ import annotations
+
+import torch
+
+from .kv import BLOCK_SIZE, paged_layout
+from .shaping import entropy
+from .trace import Candidate, FeedBack, KVStep, Neighbour
+
+NEIGHBOURS = 10
+
+
+def candidates_record(lm, logits: torch.Tensor, shaped: torch.Tensor, top_n: int, must_include=()) -> dict:
+    """logits, shaped: [vocab] float32 raw and shaped scores. Returns the step's distribution fields."""
+    logprobs = torch.log_softmax(logits, dim=-1)
+    probs = logprobs.exp()
+    shaped_probs = torch.softmax(shaped, dim=-1)
+    cut = torch.isneginf(shaped)
+    top = torch.topk(logits, k=min(top_n, logits.shape[-1]))
+    ids = top.indices.tolist()
+    for extra in must_include:          # the chosen token, even when ranked below top-N
+        if extra not in ids:
+            ids.append(int(extra))
+    rows = []
+    for i, token_id in enumerate(ids):
+        rank = i + 1 if i < top_n else int((logits > logits[token_id]).sum()) + 1
+        rows.append(Candidate(
+            token_id=int(token_id), text=lm.token_texts[token_id], logit=float(logits[token_id]),
+            prob=float(probs[token_id]), logprob=float(logprobs[token_id]), rank=rank,
+            shaped_prob=float(shaped_probs[token_id]), kept=not bool(cut[token_id])))
+    return dict(
+        candidates=rows,
+        entropy=float(entropy(probs)),
+        shaped_entropy=float(entropy(shaped_probs)),
+        removed_mass=float(probs[cut].sum()),
+        kept_count=int((~cut).sum()),
+    )
+
+
+def feedback_record(lm, weights: torch.Tensor, vector: torch.Tensor) -> FeedBack:
+    """weights: [vocab] the mixture fed back (p or the Gumbel sample); vector: [hidden] = weights @ E."""
+    E = lm.embeddings
+    norm = vector.norm().clamp_min(1e-12)
+    cosine = (E @ vector) / (lm.embedding_norms * norm)
+    near = torch.topk(cosine, k=NEIGHBOURS)
+    heavy = torch.topk(weights, k=min(NEIGHBOURS, weights.shape[-1]))
+    best = int(near.indices[0])
+    argmax = int(weights.argmax())
+    return FeedBack(
+        nearest=[Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(near.values, near.indices)],
+        nearest_cosine=float(near.values[0]),
+        weights=[Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(heavy.values, heavy.indices)],
+        argmax_id=argmax, argmax_text=lm.token_texts[argmax],
+        entropy=float(entropy(weights)), norm=float(norm), nearest_norm=float(lm.embedding_norms[best]),
+    )
+
+
+def kv_record(bytes_per_row: int, cache_rows_per_beam: int, cache_bytes: int, beams: int, appended: int,
+              copied: int, cached_sequences: list) -> KVStep:
+    """cached_sequences: the token ids each beam's cache rows hold, for the paged accounting."""
+    layout = paged_layout(cached_sequences)
+    return KVStep(rows=beams * cache_rows_per_beam, bytes=cache_bytes, rows_appended=appended, rows_copied=copied,
+                  paged_rows=layout.rows, paged_blocks=len(layout.blocks),
+                  paged_bytes=len(layout.blocks) * BLOCK_SIZE * bytes_per_row,
+                  beam_rows=[cache_rows_per_beam] * beams)

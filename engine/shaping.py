@@ -1,0 +1,66 @@
+"""Shape the next-token distribution with transformers' own logits processors.
+
+The processors are built in the order `generate` applies them: repetition penalty
+first, then (for sampling-type strategies) temperature, top-k, top-p, min-p.
+Choosing a token is a separate step (see decode.py); this module only shapes.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import (
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from .config import DecodeConfig
+
+WARPED_STRATEGIES = ("sample", "soft", "gumbel")
+
+
+def build_processors(config: DecodeConfig) -> LogitsProcessorList:
+    """The processor list `generate` would build for these settings."""
+    processors = LogitsProcessorList()
+    if config.repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
+    if config.strategy in WARPED_STRATEGIES:
+        if config.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(config.temperature))
+        if config.top_k != 0:
+            processors.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
+        if config.top_p < 1.0:
+            processors.append(TopPLogitsWarper(top_p=config.top_p, min_tokens_to_keep=1))
+        if config.min_p > 0.0:
+            processors.append(MinPLogitsWarper(min_p=config.min_p, min_tokens_to_keep=1))
+    return processors
+
+
+def shape(processors: LogitsProcessorList, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """scores: [batch, vocab] -> shaped scores, -inf where a token was cut. Input is not modified."""
+    return processors(input_ids, scores.clone())
+
+
+def entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats over the last dim; 0 * log 0 counts as 0."""
+    logp = torch.log(probs.clamp_min(1e-38))
+    return -(torch.where(probs > 0, probs * logp, torch.zeros_like(probs))).sum(-1)
+
+
+def describe(config: DecodeConfig) -> str:
+    """One line naming the shaping in force, for captions and the CLI."""
+    parts = []
+    if config.repetition_penalty != 1.0:
+        parts.append(f"repetition penalty {config.repetition_penalty:g}")
+    if config.strategy in WARPED_STRATEGIES:
+        if config.temperature != 1.0:
+            parts.append(f"temperature {config.temperature:g}")
+        if config.top_k:
+            parts.append(f"top-k {config.top_k}")
+        if config.top_p < 1.0:
+            parts.append(f"top-p {config.top_p:g}")
+        if config.min_p > 0:
+            parts.append(f"min-p {config.min_p:g}")
+    return ", ".join(parts) or "no shaping"

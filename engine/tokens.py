@@ -1,0 +1,30 @@
+"""Turn a prompt into token ids the way the model expects, and check it fits."""
+from __future__ import annotations
+
+from .errors import ConfigError
+
+
+def encode_prompt(lm, prompt: str, chat: bool = False, max_new_tokens: int = 0) -> list:
+    """Token ids for the prompt (chat-wrapped if asked); raises ConfigError naming 'prompt'."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+    tokenizer = lm.tokenizer
+    if chat:
+        if not lm.facts.has_chat_template:
+            raise ConfigError("chat", f"chat: the model {lm.name} has no chat template; turn the chat switch off")
+        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                             tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    else:
+        ids = tokenizer(prompt)["input_ids"]
+    if not ids:
+        raise ConfigError("prompt", "prompt: gives no tokens; type some text for the model to continue")
+    context = lm.facts.context_length
+    if len(ids) >= context:
+        raise ConfigError("prompt", f"prompt: is {len(ids):,} tokens, longer than the model's context of "
+                                    f"{context:,} tokens; shorten it")
+    if len(ids) + max_new_tokens > context:
+        raise ConfigError("max_new_tokens", f"max_new_tokens: the prompt ({len(ids):,} tokens) plus {max_new_tokens} "
+                                            f"new tokens exceeds the model's context of {context:,}; ask for at most "
+                                            f"{context - len(ids)} new tokens")
+    return ids
