@@ -1,0 +1,1 @@
+"""Pure functions from traces to Plotly figures. No model, no Streamlit."""
