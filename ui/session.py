@@ -101,3 +101,41 @@ def shared_sidebar() -> SharedSettings:
     sync_url(model=model, prompt=prompt, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
              lang=settings.lang)
     return settings
+
+
+# ---- sidebar extras: model facts and a link to this exact view ---------------------
+def _human(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}{unit}".replace(".0", "")
+    return str(int(n))
+
+
+def model_facts_panel(facts) -> None:
+    """Name, parameters, vocabulary, layers and KV bytes per token of the loaded model (ModelFacts or dict)."""
+    get = (lambda k: facts.get(k)) if isinstance(facts, dict) else (lambda k: getattr(facts, k, None))
+    kv = get("kv_bytes_per_token")
+    with st.sidebar.expander(t("common.model_facts"), expanded=False):
+        st.markdown(t("common.model_facts_body", name=str(get("name")).replace("|", "\\|"),
+                      parameters=_human(get("parameters") or 0), vocab=f"{get('vocab_size') or 0:,}",
+                      layers=get("layers"), kv=f"{kv or 0:,}", kv_k=f"{(kv or 0) / 1024:.1f}"))
+
+
+def share_link() -> str:
+    """The address of this page with every setting in its query string."""
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    try:
+        base = st.context.url or ""
+    except Exception:   # noqa: BLE001 - no browser (tests, bare mode)
+        base = ""
+    parts = urlsplit(base)
+    query = urlencode(st.query_params.to_dict())
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, "")) if base else "?" + query
+
+
+def copy_link_control() -> None:
+    """A "copy link" box in the sidebar: the code block has Streamlit's copy button."""
+    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
+        st.caption(t("common.copy_link_help"))
+        st.code(share_link(), language=None, wrap_lines=True)

@@ -1,0 +1,82 @@
+"""The candidates of one step: raw vs shaped probability, what truncation cut, the chosen token.
+
+Bars are ordered by raw rank. Two bars per token: what the model said (raw) and what
+the strategy made of it (after temperature / top-k / top-p / min-p / penalty). Tokens
+the truncation cut are grey; the chosen token is outlined. A line on the right axis
+is the cumulative raw probability, with the top-p threshold drawn across it.
+"""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from .labels import for_plotly
+
+RAW = "#4c78a8"        # blue: readable on white and on Streamlit's dark background
+SHAPED = "#f58518"     # orange
+CUT = "rgba(150,150,150,0.45)"
+CHOSEN = "#e45756"     # red outline
+CUMULATIVE = "#54a24b"  # green line
+THRESHOLD = "#b279a2"
+
+
+def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None) -> go.Figure:
+    """Bar chart of `step.candidates` (a Step record). `config` (DecodeConfig) adds the top-p line.
+
+    texts: optional translated labels: raw, shaped, cut, cumulative, threshold, chosen, x, y, y2, title.
+    """
+    words = {"raw": "raw probability", "shaped": "after the strategy", "cut": "cut by truncation",
+             "cumulative": "cumulative raw probability", "threshold": "top-p = {p}", "chosen": "chosen",
+             "x": "candidate token (by raw rank)", "y": "probability", "y2": "cumulative probability",
+             "title": "Step {step}: top {n} candidates"}
+    words.update(texts or {})
+    cands = sorted(step.candidates, key=lambda c: c.rank)
+    chosen_ids = set(step.chosen_ids[:1])
+    x = list(range(len(cands)))
+    ticks = [f"{c.rank}. {for_plotly(c.text)}" for c in cands]
+    hover = [f"<b>{for_plotly(c.text)}</b> (id {c.token_id})<br>rank {c.rank}<br>raw p = {c.prob:.4f}"
+             f"<br>logprob = {_fmt(c.logprob)}<br>after strategy p = {c.shaped_prob:.4f}"
+             f"<br>{'kept' if c.kept else words['cut']}" for c in cands]
+    raw_colours = [RAW if c.kept else CUT for c in cands]
+    shaped_colours = [SHAPED if c.kept else CUT for c in cands]
+    outline = [3 if c.token_id in chosen_ids else 0 for c in cands]
+
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[c.prob for c in cands], name=words["raw"], marker_color=raw_colours,
+                marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
+                customdata=[c.token_id for c in cands])
+    fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"], marker_color=shaped_colours,
+                marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
+                customdata=[c.token_id for c in cands])
+    # legend entry for the grey "cut" colour
+    if any(not c.kept for c in cands):
+        fig.add_bar(x=[None], y=[None], name=words["cut"], marker_color=CUT, showlegend=True, hoverinfo="skip")
+    cumulative, total = [], 0.0
+    for c in cands:
+        total += c.prob
+        cumulative.append(min(total, 1.0))
+    fig.add_scatter(x=x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
+                    line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
+    if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.top_p < 1.0:
+        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
+                        name=words["threshold"].format(p=f"{config.top_p:g}"),
+                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name")
+    for i, c in enumerate(cands):
+        if c.token_id in chosen_ids:
+            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
+                               yshift=14, font=dict(color=CHOSEN, size=13))
+    fig.update_layout(
+        title=dict(text=(title or words["title"]).format(step=step.index + 1, n=len(cands))),
+        barmode="group", bargap=0.25, height=430, margin=dict(l=60, r=60, t=60, b=110),
+        xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
+        yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
+        yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+        hovermode="closest", clickmode="event+select",
+    )
+    return fig
+
+
+def _fmt(value: float) -> str:
+    return "−∞" if value is None or (isinstance(value, float) and math.isinf(value)) else f"{value:.3f}"

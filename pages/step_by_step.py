@@ -1,0 +1,204 @@
+"""Page: decode one token at a time, see the candidates at each step, and branch."""
+import time
+
+import streamlit as st
+
+from engine import DecodeScopeError
+from figures.candidates import candidates_figure
+from figures.labels import for_markdown, visible
+from ui.export import export_bar, trace_upload
+from ui.i18n import t
+from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar
+from ui.stepper import Stepper
+from ui.strategy import make_config, step_caption, strategy_controls
+from ui.token_view import legend_html, token_html, tokens_of
+
+S = st.session_state
+PLAY_SECONDS = 0.6
+
+st.title(t("step.title"))
+st.caption(t("step.intro"))
+settings = shared_sidebar()
+copy_link_control()
+with st.expander(t("export.open_trace"), icon="📂"):
+    uploaded = trace_upload("sbs_upload")
+
+# ---- the stepper: a recorded trace, or a live decode on the shared model ---------------
+if uploaded is not None:
+    model_facts_panel(uploaded.model_facts)
+    viewer_key = hash(uploaded.to_json())
+    if S.get("sbs_viewer_key") != viewer_key:
+        S["sbs_viewer"], S["sbs_viewer_key"] = Stepper.viewing(uploaded), viewer_key
+    stepper = S["sbs_viewer"]
+    st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
+else:
+    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"))
+    lm = get_lm(settings.model)
+    if lm is None:
+        st.stop()
+    model_facts_panel(lm.facts)
+    try:
+        config = make_config(settings, values).validate(lm.facts.vocab_size)
+        identity = (lm.name, settings.prompt)
+        stepper = S.get("sbs")
+        if not isinstance(stepper, Stepper) or S.get("sbs_identity") != identity:
+            stepper = Stepper(lm, settings.prompt, config)
+            S["sbs"], S["sbs_identity"] = stepper, identity
+        else:
+            stepper.reconfigure(config)
+    except DecodeScopeError as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+# ---- controls: callbacks run before the page, so the slider can follow the cursor -------
+def _do(action, *args):
+    try:
+        getattr(stepper, action)(*args)
+    except DecodeScopeError as exc:
+        S["sbs_error"] = str(exc)
+    S["sbs_slider"] = stepper.cursor + 1
+
+
+def _slider_moved():
+    _do("go", S["sbs_slider"] - 1)
+
+
+def _toggle_play():
+    S["sbs_playing"] = not S.get("sbs_playing", False)
+
+
+playing = S.get("sbs_playing", False)
+if playing and uploaded is None:
+    if not stepper.next():
+        S["sbs_playing"] = playing = False
+if S.get("sbs_error"):
+    st.error(S.pop("sbs_error"))
+
+cols = st.columns([1, 1, 1, 1, 4])
+cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
+               help=t("step.reset_help"), disabled=uploaded is not None)
+cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
+               disabled=stepper.cursor == 0)
+cols[2].button(t("step.next"), key="sbs_next", icon="▶", on_click=_do, args=("next",), width="stretch",
+               type="primary", disabled=stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()),
+               help=t("step.next_help"))
+cols[3].button(t("step.pause") if playing else t("step.play"), key="sbs_play", icon="⏸" if playing else "⏯",
+               on_click=_toggle_play, width="stretch", help=t("step.play_help"))
+total = len(stepper.steps())
+if total > 1:
+    S["sbs_slider"] = stepper.cursor + 1
+    cols[4].slider(t("step.slider"), 1, total, key="sbs_slider", on_change=_slider_moved)
+else:
+    cols[4].caption(t("step.slider_one"))
+
+step = stepper.current
+config = stepper.config
+branch = stepper.branches[stepper.active]
+forced_here = branch.forced.get(step.index)
+
+# ---- the chart and the numbers beside it ------------------------------------------------
+chart_col, facts_col = st.columns([3, 1])
+fig = candidates_figure(step, config, texts={
+    "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
+    "cumulative": t("step.fig_cumulative"), "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
+    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title")})
+with chart_col:
+    event = st.plotly_chart(fig, key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
+                            selection_mode="points", width="stretch")
+    st.caption(step_caption(step, config, forced_here))
+chosen = next((c for c in step.candidates if c.token_id == step.chosen_ids[0]), None)
+with facts_col:
+    st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
+    if chosen is not None:
+        st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
+        st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
+    st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
+
+# ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
+if stepper.can_branch:
+    picked = None
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    if points:
+        data = points[0].get("customdata")
+        token = data[0] if isinstance(data, list) else data
+        if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
+            S["sbs_last_pick"] = (stepper.active, step.index, token)
+            picked = int(token)
+    options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
+    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
+    bcols = st.columns([3, 1])
+    choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
+                                help=t("step.branch_help"))
+    if bcols[1].button(t("step.branch_button"), key="sbs_branch", icon="🌿", width="stretch"):
+        picked = choice
+    if picked is not None:
+        before = len(stepper.branches)
+        try:
+            stepper.branch(picked)
+        except DecodeScopeError as exc:
+            st.error(str(exc))
+        else:
+            if len(stepper.branches) == before and picked == step.chosen_ids[0]:
+                st.info(t("step.branch_same"))
+            st.rerun()
+elif uploaded is None:
+    st.caption(t("step.branch_beam"))
+
+# ---- branches and the text --------------------------------------------------------------
+st.subheader(t("step.text_title"))
+
+
+def branch_label(i: int) -> str:
+    b = stepper.branches[i]
+    if not b.forced:
+        return t("step.branch_main")
+    at = b.part_step
+    token = stepper.lm.token_texts[b.forced[at]] if stepper.lm is not None else str(b.forced[at])
+    return t("step.branch_label", n=i, step=at + 1, token=visible(token))
+
+
+if len(stepper.branches) > 1:
+    S["sbs_active_branch"] = stepper.active
+    st.radio(t("step.branches"), list(range(len(stepper.branches))), format_func=branch_label, horizontal=True,
+             key="sbs_active_branch", on_change=lambda: _do("switch", S["sbs_active_branch"]))
+mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
+                format_func=lambda m: t(f"step.colour_{m}"))
+words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
+         "parts": t("step.hover_parts")}
+trace = stepper.trace()
+shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
+st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
+st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words))
+st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"), "top1": t("step.legend_top1"),
+                           "top10": t("step.legend_top10"), "top100": t("step.legend_top100"),
+                           "beyond": t("step.legend_beyond")}))
+if len(stepper.branches) > 1:
+    with st.expander(t("step.all_branches"), expanded=True):
+        for i, b in enumerate(stepper.branches):
+            if i == stepper.active:
+                continue
+            other = stepper.trace(i)
+            st.markdown(f"**{for_markdown(branch_label(i))}**")
+            st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
+
+# ---- what happened (if the panel exists), share and export ------------------------------
+try:
+    from ui.what_happened import render_what_happened
+except ImportError:
+    render_what_happened = None
+if render_what_happened is not None:
+    jump = render_what_happened(trace, key_prefix="sbs_wh")
+    if jump is not None and jump != stepper.cursor:
+        stepper.go(int(jump))
+        st.rerun()
+
+st.divider()
+export_bar(trace, fig, "step-by-step", key="sbs_export")
+
+if playing:
+    if stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()):
+        S["sbs_playing"] = False
+    else:
+        time.sleep(PLAY_SECONDS)
+    st.rerun()

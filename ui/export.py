@@ -1,0 +1,53 @@
+"""Share and export on every page: the trace as JSON (down and up), the figure as standalone HTML."""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from engine import Trace, TraceFormatError
+from figures.labels import for_markdown
+from ui.i18n import t
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "trace"
+
+
+def trace_file_name(trace: Trace, page: str) -> str:
+    return f"decodescope-{page}-{trace.config.strategy}-{_slug(trace.prompt)}.json"
+
+
+def figure_html(fig) -> str:
+    """A standalone HTML file with Plotly's JavaScript inside (opens offline)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def export_bar(trace: Trace | None, fig, page: str, key: str) -> None:
+    """Download buttons for the trace JSON and the current figure. The HTML is built only on click."""
+    cols = st.columns(2)
+    if trace is not None:
+        cols[0].download_button(t("export.download_trace"), data=lambda: trace.to_json(indent=1),
+                                file_name=trace_file_name(trace, page), mime="application/json",
+                                key=f"{key}_trace_json", icon="💾", on_click="ignore",
+                                help=t("export.download_trace_help"))
+    if fig is not None:
+        cols[1].download_button(t("export.download_figure"), data=lambda: figure_html(fig),
+                                file_name=f"decodescope-{page}.html", mime="text/html",
+                                key=f"{key}_figure_html", icon="📊", on_click="ignore",
+                                help=t("export.download_figure_help"))
+
+
+def trace_upload(key: str, container=None) -> Trace | None:
+    """A file picker for a trace; returns the Trace, or None (after a clear message if the file is bad)."""
+    box = container or st
+    uploaded = box.file_uploader(t("export.upload_trace"), type=["json"], key=key, help=t("export.upload_trace_help"))
+    if uploaded is None:
+        return None
+    try:
+        trace = Trace.from_json(uploaded.getvalue())
+    except TraceFormatError as exc:
+        box.error(t("export.bad_trace", name=for_markdown(uploaded.name), error=for_markdown(str(exc))))
+        return None
+    box.success(t("export.showing_upload", name=for_markdown(uploaded.name), model=for_markdown(trace.model)))
+    return trace

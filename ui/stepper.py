@@ -1,0 +1,152 @@
+"""The state behind the Step-by-step page: decodes in progress, a cursor, and branches.
+
+No Streamlit here: a Stepper lives in st.session_state and the page calls its methods.
+Each branch is a `forced` dict (step -> token id); its Decoder keeps the KV cache, so
+Next on the newest step is exactly one forward pass. Going Back only moves the cursor.
+When the strategy changes, the branches are kept and replayed under the new config
+(a branch is reproducible from config + forced).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine import DecodeConfig, Trace
+from engine.beam import BeamSearch
+from engine.decode import Decoder
+
+
+@dataclass
+class Branch:
+    forced: dict                       # step index -> token id
+    runner: object | None = field(default=None, repr=False)   # Decoder / BeamSearch, built on demand
+
+    @property
+    def part_step(self) -> int | None:
+        """The step where this branch leaves the main line (its first forced token)."""
+        return min(self.forced) if self.forced else None
+
+
+class Stepper:
+    """Decodes one prompt step by step, with branches; or replays a recorded trace (no model)."""
+
+    def __init__(self, lm, prompt: str, config: DecodeConfig, recorded: Trace | None = None):
+        self.lm, self.prompt, self.config, self.recorded = lm, prompt, config, recorded
+        self.branches = [Branch(forced={})]
+        self.active = 0
+        self.cursor = 0
+        if recorded is None:
+            self.ensure(1)
+
+    @classmethod
+    def viewing(cls, trace: Trace) -> "Stepper":
+        return cls(None, trace.prompt, trace.config, recorded=trace)
+
+    # ---- runs ------------------------------------------------------------------
+    def runner(self, index: int | None = None):
+        branch = self.branches[self.active if index is None else index]
+        if branch.runner is None:
+            if self.config.strategy == "beam":
+                branch.runner = BeamSearch(self.lm, self.prompt, self.config)
+            else:
+                branch.runner = Decoder(self.lm, self.prompt, self.config, forced=branch.forced)
+        return branch.runner
+
+    def steps(self, index: int | None = None) -> list:
+        if self.recorded is not None:
+            return self.recorded.steps
+        return self.runner(index).steps
+
+    def finished(self, index: int | None = None) -> bool:
+        if self.recorded is not None:
+            return True
+        return self.runner(index).finished
+
+    def ensure(self, n: int, index: int | None = None) -> None:
+        """Decode until the branch has n steps (or has ended)."""
+        if self.recorded is not None:
+            return
+        run = self.runner(index)
+        while len(run.steps) < n and not run.finished:
+            run.step()
+
+    def trace(self, index: int | None = None) -> Trace:
+        if self.recorded is not None:
+            return self.recorded
+        return self.runner(index).trace()
+
+    @property
+    def can_branch(self) -> bool:
+        return self.recorded is None and self.config.strategy != "beam"
+
+    @property
+    def current(self):
+        """The Step under the cursor."""
+        steps = self.steps()
+        return steps[min(self.cursor, len(steps) - 1)] if steps else None
+
+    # ---- moving ------------------------------------------------------------------
+    def next(self) -> bool:
+        """Move one step forward; a forward pass only when the cursor is on the newest step."""
+        if self.cursor + 1 < len(self.steps()):
+            self.cursor += 1
+            return True
+        if self.finished():
+            return False
+        self.runner().step()
+        self.cursor = len(self.steps()) - 1
+        return True
+
+    def back(self) -> None:
+        self.cursor = max(0, self.cursor - 1)
+
+    def go(self, step: int) -> None:
+        self.ensure(step + 1)
+        self.cursor = max(0, min(step, len(self.steps()) - 1))
+
+    def reset(self) -> None:
+        """Start the decode over: drop the branches and the caches."""
+        self.branches = [Branch(forced={})]
+        self.active = 0
+        self.cursor = 0
+        self.ensure(1)
+
+    def reconfigure(self, config: DecodeConfig) -> None:
+        """New strategy settings: keep the branches and the cursor, replay each under the new config."""
+        if config == self.config:
+            return
+        self.config = config
+        if config.strategy == "beam":
+            self.branches = [Branch(forced={})]
+            self.active = 0
+        for branch in self.branches:
+            branch.runner = None
+        self.ensure(self.cursor + 1)
+        self.cursor = min(self.cursor, len(self.steps()) - 1)
+
+    # ---- branches ------------------------------------------------------------------
+    def branch(self, token_id: int) -> int:
+        """Force token_id at the cursor's step and continue from there; returns the branch index.
+
+        If that token was already chosen here, nothing changes. An identical branch is reused."""
+        step = self.current
+        if step is None or not self.can_branch or step.chosen_ids[0] == token_id:
+            return self.active
+        at = step.index
+        forced = {k: v for k, v in self.branches[self.active].forced.items() if k < at}
+        forced[at] = int(token_id)
+        for i, existing in enumerate(self.branches):
+            if existing.forced == forced:
+                self.active = i
+                break
+        else:
+            self.branches.append(Branch(forced=forced))
+            self.active = len(self.branches) - 1
+        self.ensure(at + 1)
+        self.cursor = at
+        return self.active
+
+    def switch(self, index: int) -> None:
+        """Show another branch; the cursor stays on the same step where that branch has it."""
+        self.active = max(0, min(index, len(self.branches) - 1))
+        self.ensure(self.cursor + 1)
+        self.cursor = min(self.cursor, len(self.steps()) - 1)

@@ -1,0 +1,142 @@
+"""Strategy controls shared by the pages: widgets for a DecodeConfig, kept in the URL.
+
+Widget keys are the DecodeConfig field names, so a setting chosen on one page is the
+same setting on the next page and in a copied link. Hidden parameters (top-p while
+greedy is selected) keep their value through the URL.
+"""
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from engine import DecodeConfig
+from ui.i18n import t
+from ui.session import SharedSettings, sync_url, url_value
+
+# (field, default, kind) of every strategy parameter kept in the URL
+PARAMS = (
+    ("strategy", "greedy", str),
+    ("temperature", 1.0, float),
+    ("top_k", 0, int),
+    ("top_p", 1.0, float),
+    ("min_p", 0.0, float),
+    ("repetition_penalty", 1.0, float),
+    ("num_beams", 4, int),
+    ("length_penalty", 1.0, float),
+    ("tau", 1.0, float),
+    ("top_n", 20, int),
+)
+WARPED = ("sample", "soft", "gumbel")
+
+
+def _bounded(key: str, default, kind, low, high):
+    """The URL/session value, clamped into the widget's range (a hand-edited URL must not crash a widget)."""
+    value = url_value(key, default, kind)
+    try:
+        value = kind(value)
+    except (TypeError, ValueError):
+        return default
+    if isinstance(value, float) and not math.isfinite(value):
+        return default
+    return min(max(value, low), high)
+
+
+def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
+    """Render the strategy picker and the parameters it uses; return the values for DecodeConfig."""
+    box = container or st
+    values = {}
+    strategy = url_value("strategy", "greedy", str)
+    if strategy not in strategies:
+        strategy = strategies[0]
+        st.session_state.pop("strategy", None)
+    values["strategy"] = box.segmented_control(
+        t("step.strategy"), strategies, key="strategy", default=strategy,
+        format_func=lambda s: t(f"step.strategy_{s}"), help=t("step.strategy_help")) or strategy
+    strategy = values["strategy"]
+    cols = box.columns(4)
+    if strategy in WARPED:
+        values["temperature"] = cols[0].slider(t("step.temperature"), 0.05, 3.0, step=0.05, key="temperature",
+                                               value=_bounded("temperature", 1.0, float, 0.05, 3.0),
+                                               help=t("step.temperature_help"))
+        values["top_k"] = cols[1].number_input(t("step.top_k"), 0, 1000, step=1, key="top_k",
+                                               value=_bounded("top_k", 0, int, 0, 1000), help=t("step.top_k_help"))
+        values["top_p"] = cols[2].slider(t("step.top_p"), 0.01, 1.0, step=0.01, key="top_p",
+                                         value=_bounded("top_p", 1.0, float, 0.01, 1.0), help=t("step.top_p_help"))
+        values["min_p"] = cols[3].slider(t("step.min_p"), 0.0, 0.5, step=0.01, key="min_p",
+                                         value=_bounded("min_p", 0.0, float, 0.0, 0.5), help=t("step.min_p_help"))
+        if strategy == "gumbel":
+            values["tau"] = box.slider(t("step.tau"), 0.05, 3.0, step=0.05, key="tau",
+                                       value=_bounded("tau", 1.0, float, 0.05, 3.0))
+    elif strategy == "beam":
+        values["num_beams"] = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
+                                             value=_bounded("num_beams", 4, int, 1, 8), help=t("step.num_beams_help"))
+        values["length_penalty"] = cols[1].slider(t("step.length_penalty"), -2.0, 3.0, step=0.1, key="length_penalty",
+                                                  value=_bounded("length_penalty", 1.0, float, -2.0, 3.0),
+                                                  help=t("step.length_penalty_help"))
+    with box.expander(t("step.more_settings")):
+        values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), 0.5, 2.0, step=0.05,
+                                                 key="repetition_penalty",
+                                                 value=_bounded("repetition_penalty", 1.0, float, 0.5, 2.0),
+                                                 help=t("step.repetition_penalty_help"))
+        values["top_n"] = st.slider(t("step.top_n"), 5, 50, key="top_n", value=_bounded("top_n", 20, int, 5, 50),
+                                    help=t("step.top_n_help"))
+    # hidden parameters keep their URL value, so switching back restores them
+    for key, default, kind in PARAMS:
+        if key not in values:
+            values[key] = url_value(key, default, kind)
+    sync_url(**{k: values[k] for k, _, _ in PARAMS})
+    return values
+
+
+def make_config(settings: SharedSettings, values: dict, **overrides) -> DecodeConfig:
+    """A DecodeConfig from the shared sidebar settings and the strategy values."""
+    fields = {k: values[k] for k, _, _ in PARAMS if k in values}
+    fields.update(seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat)
+    fields.update(overrides)
+    if fields.get("strategy") == "beam":
+        fields["num_return_sequences"] = min(fields.get("num_return_sequences", 1), fields.get("num_beams", 4))
+    return DecodeConfig(**fields)
+
+
+def shaping_words(config: DecodeConfig) -> str:
+    """'temperature 0.7, top-p 0.9' in the current language, or '' when nothing shapes the distribution."""
+    parts = []
+    if config.strategy in WARPED:
+        if config.temperature != 1.0:
+            parts.append(t("step.word_temperature", value=f"{config.temperature:g}"))
+        if config.top_k:
+            parts.append(t("step.word_top_k", value=config.top_k))
+        if config.top_p < 1.0:
+            parts.append(t("step.word_top_p", value=f"{config.top_p:g}"))
+        if config.min_p > 0:
+            parts.append(t("step.word_min_p", value=f"{config.min_p:g}"))
+    if config.repetition_penalty != 1.0:
+        parts.append(t("step.word_repetition", value=f"{config.repetition_penalty:g}"))
+    return ", ".join(parts)
+
+
+def step_caption(step, config: DecodeConfig, forced_token: int | None = None) -> str:
+    """One sentence (Markdown-safe) saying what the strategy did at this step."""
+    from figures.labels import for_markdown, visible
+
+    chosen_id = step.chosen_ids[0]
+    chosen = next((c for c in step.candidates if c.token_id == chosen_id), None)
+    token = for_markdown(visible(step.chosen_texts[0]))
+    rank = chosen.rank if chosen else "?"
+    prob = f"{chosen.prob:.3f}" if chosen else "?"
+    shaped = f"{chosen.shaped_prob:.3f}" if chosen else "?"
+    if forced_token is not None:
+        return t("step.caption_forced", token=token, rank=rank, prob=prob)
+    if config.strategy == "greedy":
+        return t("step.caption_greedy", token=token, rank=rank, prob=prob)
+    if config.strategy == "beam":
+        return t("step.caption_beam", beams=config.num_beams, token=token, rank=rank, prob=prob)
+    words = shaping_words(config)
+    covered = f"{1.0 - step.removed_mass:.2f}"
+    if config.strategy == "sample":
+        if words:
+            return t("step.caption_sample_shaped", shaping=for_markdown(words), kept=f"{step.kept_count:,}",
+                     mass=covered, token=token, rank=rank, prob=prob, shaped=shaped)
+        return t("step.caption_sample", kept=f"{step.kept_count:,}", token=token, rank=rank, prob=prob)
+    return t("step.caption_soft", kept=f"{step.kept_count:,}", mass=covered, token=token)
