@@ -58,8 +58,11 @@ class DecodeConfig:
                         raise TypeError
                     clean[key] = value
                 elif kind == "int":
-                    if isinstance(value, bool) or float(value) != int(value):
+                    if isinstance(value, bool):
                         raise TypeError
+                    if not isinstance(value, int):      # 3.0 is fine; compare exactly, big seeds lose bits in float
+                        if float(value) != int(value):
+                            raise TypeError
                     clean[key] = int(value)
                 elif kind == "float":
                     if isinstance(value, bool):
