@@ -130,8 +130,10 @@ class BeamSearch:
         self.done_scores = merged_scores[merged_pick]
         self.done_flags = torch.cat((self.done_flags, just_done))[merged_pick]
 
-        # record the distribution of the best running beam (slot 0) before the beams move
-        dist = candidates_record(lm, logits[0], torch.log_softmax(step_logprobs[0], -1), cfg.top_n)
+        # record the distribution of the beam that the new best running beam extends
+        best = int(top_beam[running_pick[0]])
+        dist = candidates_record(lm, logits[best], torch.log_softmax(step_logprobs[best], -1), cfg.top_n,
+                                 must_include=(int(top_token[running_pick[0]]),))
 
         # 5. the new running beams, and the cache reordered to match
         parent_slots = top_beam[running_pick]

@@ -206,6 +206,7 @@ def bundled_cache_dir() -> Path:
 def load_model(name: str | None = None, progress: Progress | None = None) -> LoadedModel:
     """Load the bundled default (name None, '' or 'default') or a HF model id / local folder."""
     report = progress or (lambda fraction, message: None)
+    _quiet_libraries()
     start = time.perf_counter()
     if name is None or str(name).strip() in ("", "default", DEFAULT_MODEL):
         lm = _load_bundled(report)
@@ -214,6 +215,17 @@ def load_model(name: str | None = None, progress: Progress | None = None) -> Loa
     lm.load_seconds = time.perf_counter() - start
     report(1.0, "ready")
     return lm
+
+
+def _quiet_libraries() -> None:
+    """Our own progress callback replaces the libraries' bars and retry warnings."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
 def _load_bundled(report: Progress) -> LoadedModel:

@@ -82,6 +82,7 @@ class ScheduledRun:
     epsilon: float
     swapped: list        # per position: True if its input came from the model, not the reference
     inputs: list         # the token id fed at each position (the reference where not swapped)
+    input_texts: list
     logprobs: list       # log p(reference token | mixed prefix) per position
     logprob: float       # their sum
     forward_passes: int
@@ -245,7 +246,8 @@ def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0
             inputs.append(ref[j])
         pending = [inputs[-1]]
         i = j + 1
-    return ScheduledRun(epsilon=float(epsilon), swapped=swapped, inputs=inputs, logprobs=logprobs,
+    return ScheduledRun(epsilon=float(epsilon), swapped=swapped, inputs=inputs,
+                        input_texts=[lm.token_texts[x] for x in inputs], logprobs=logprobs,
                         logprob=float(sum(logprobs)), forward_passes=passes)
 
 

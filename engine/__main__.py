@@ -1,0 +1,113 @@
+"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`.
+
+Prints a table (step, chosen token, its probability, the top 5 alternatives) and
+optionally writes the trace as JSON. Bad input exits with status 2 and one line
+`error: ...` naming the parameter; no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from .config import STRATEGIES, DecodeConfig
+from .errors import DecodeScopeError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, status 2, like every other bad input
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = DecodeConfig()
+    parser = _Parser(prog="python -m engine", description="Decode with a causal LM and record every step.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("decode", help="decode a prompt and print every step")
+    p.add_argument("--prompt", required=True, help="text for the model to continue")
+    p.add_argument("--model", default=None, help="Hugging Face id or local folder (default: the bundled SmolLM2)")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--strategy", default=d.strategy, help=f"one of {', '.join(STRATEGIES)}")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=d.temperature)
+    p.add_argument("--top-k", type=int, default=d.top_k)
+    p.add_argument("--top-p", type=float, default=d.top_p)
+    p.add_argument("--min-p", type=float, default=d.min_p)
+    p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty)
+    p.add_argument("--num-beams", type=int, default=d.num_beams)
+    p.add_argument("--length-penalty", type=float, default=d.length_penalty)
+    p.add_argument("--early-stopping", action="store_true")
+    p.add_argument("--num-return-sequences", type=int, default=d.num_return_sequences)
+    p.add_argument("--tau", type=float, default=d.tau)
+    p.add_argument("--hard", action="store_true")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--top-n", type=int, default=d.top_n)
+    p.add_argument("--json", metavar="PATH", help="write the trace as JSON ('-' for stdout)")
+    return parser
+
+
+def config_from_args(args) -> DecodeConfig:
+    names = {f.name for f in dataclasses.fields(DecodeConfig)}
+    values = {k: v for k, v in vars(args).items() if k in names}
+    return DecodeConfig(**values)
+
+
+def format_table(trace) -> str:
+    """One line per step: step, chosen token, its raw probability, the top 5 alternatives."""
+    from .trace import Trace  # noqa: F401  (documentation of the input type)
+
+    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  top 5"]
+    for step in trace.steps:
+        chosen = step.chosen_ids[0]
+        prob = next((c.prob for c in step.candidates if c.token_id == chosen), float("nan"))
+        top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in step.candidates[:5])
+        extra = f" (+{len(step.chosen_ids) - 1} beams)" if len(step.chosen_ids) > 1 else ""
+        lines.append(f"{step.index:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}{extra}")
+    lines.append("")
+    for i, seq in enumerate(trace.sequences):
+        lines.append(f"[{i}] cum_logprob {seq.cum_logprob:.4f}  score {seq.score:.4f}  {seq.text!r}")
+    return "\n".join(lines)
+
+
+def _show(text: str) -> str:
+    return repr(text)[1:-1] if text.strip() == text and text else repr(text)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        config.validate()
+        from .decode import decode
+        from .model import load_model
+
+        def progress(fraction, message, _last=[None]):
+            if message != _last[0] and not message.endswith("left"):
+                print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
+            _last[0] = message
+
+        lm = load_model(args.model, progress=progress)
+        trace = decode(lm, args.prompt, config)
+    except DecodeScopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    if args.json == "-":
+        sys.stdout.write(trace.to_json() + "\n")
+        return 0
+    print(format_table(trace))
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(trace.to_json())
+        except OSError as exc:
+            print(f"error: --json: cannot write {args.json}: {exc.strerror}", file=sys.stderr)
+            return 2
+        print(f"trace written to {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
