@@ -11,7 +11,7 @@ import dataclasses
 import sys
 
 from .config import STRATEGIES, DecodeConfig
-from .errors import DecodeScopeError
+from .errors import ConfigError, DecodeScopeError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,10 +82,14 @@ def main(argv=None) -> int:
         from .decode import decode
         from .model import load_model
 
-        def progress(fraction, message, _last=[None]):
-            if message != _last[0] and not message.endswith("left"):
+        if not args.prompt.strip():
+            raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+
+        def progress(fraction, message, _shown=[-1.0]):
+            # only the slow first load (de-quantising, caching) is worth lines on the terminal
+            if fraction < 1.0 and ("first run" in message or "cache" in message) and fraction - _shown[0] >= 0.1:
                 print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
-            _last[0] = message
+                _shown[0] = fraction
 
         lm = load_model(args.model, progress=progress)
         trace = decode(lm, args.prompt, config)

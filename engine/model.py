@@ -312,7 +312,10 @@ def _load_named(name: str, report: Progress) -> LoadedModel:
             f"({_first_line(exc)}); the bundled default needs no network") from None
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    architectures = getattr(config, "architectures", None) or []
+    causal_heads = [a for a in architectures if a.endswith(("ForCausalLM", "LMHeadModel"))]
+    if (config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or getattr(config, "is_encoder_decoder", False)
+            or (architectures and not causal_heads)):
         raise ModelLoadError(f"'{name}' is a {config.model_type} model, not a causal language model; "
                              "DecodeScope needs a model that predicts the next token")
     report(0.3, f"loading the weights of {name}")
