@@ -14,7 +14,8 @@
         jump      when H >= r * m  and  H - m >= d   (at least twice as unsure, by 1 nat or more)
         collapse  when H <= m / r  and  m - H >= d   (at least twice as sure, by 1 nat or more)
      The median, not the mean, so one odd step does not move the baseline; the absolute
-     delta keeps tiny entropies (0.01 -> 0.03 nats) from counting as a jump;
+     delta keeps tiny entropies (0.01 -> 0.03 nats) from counting as a jump. Consecutive
+     steps of the same kind are one event, reported at the first step with their count;
   4. the first departure from the greedy path. The greedy path is the sequence greedy
      decoding with the same settings would produce from the same prompt. Until the first
      departure this sequence shares its prefix with that path, so the step's argmax IS
@@ -25,9 +26,9 @@
      raw rank-1 token; with a repetition penalty it is the penalised argmax (greedy applies
      the penalty too; temperature, top-k, top-p and min-p never change the argmax).
 
-For beam traces a sequence is a path in the beam tree. The recorded candidates are those
-of the best running beam, so a step's raw distribution is known for a sequence only where
-the sequence's parent node is that beam; elsewhere rank, mass above and entropy are None
+For beam traces a sequence is a path in the beam tree. A step's recorded candidates are
+those of the beam that the best running beam extends, so a step's raw distribution is known
+for a sequence only where the sequence's parent node is that beam; elsewhere rank, mass above and entropy are None
 and the token's probability comes from its tree node. The departure uses the tree: a node
 leaves the argmax when a sibling (same parent) has a higher log-probability.
 
@@ -209,8 +210,9 @@ def _beam_positions(trace, sequence) -> list:
     for node in path:
         i = node.step
         step = trace.steps[i] if 0 <= i < len(trace.steps) else None
-        # the recorded candidates belong to the best running beam at the start of step i
-        best_parent = 0 if i == 0 else (trace.steps[i - 1].beam_node_ids or [None])[0]
+        # the recorded candidates are those of the beam that the best running beam after step i extends
+        best = nodes.get(step.beam_node_ids[0]) if step is not None and step.beam_node_ids else None
+        best_parent = best.parent if best is not None else None
         # the argmax among this parent's continuations (the argmax is always among them: see module docstring)
         siblings = [s for s in children.get(node.parent, []) if s.step == i]
         top = max(siblings, key=lambda s: s.logprob)
@@ -274,21 +276,26 @@ def _first_loop(ids, positions, min_n, max_n, min_repeats):
 
 
 def _entropy_events(positions, window: int, min_history: int, ratio: float, delta: float) -> list:
+    """Jumps and collapses against the running median; a streak of one kind is one event at its first step."""
     events = []
     history = []            # raw entropies of earlier steps where the distribution is known
+    previous_kind = None
     for p in positions:
         if p.entropy is None:
             continue
+        kind = None
         if len(history) >= min_history:
             m = median(history[-window:])
-            kind = None
             if p.entropy >= ratio * m and p.entropy - m >= delta:
                 kind = "jump"
             elif p.entropy <= m / ratio and m - p.entropy >= delta:
                 kind = "collapse"
-            if kind:
+            if kind is not None and kind == previous_kind:
+                events[-1]["steps"] += 1      # the streak goes on
+            elif kind is not None:
                 events.append({"step": p.step, "kind": kind, "token_id": p.token_id, "text": p.text,
-                               "entropy": p.entropy, "median": m})
+                               "entropy": p.entropy, "median": m, "steps": 1})
+        previous_kind = kind
         history.append(p.entropy)
     return events
 
