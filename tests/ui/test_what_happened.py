@@ -1,0 +1,72 @@
+"""The "What happened?" panel in AppTest, on hand-made traces (no model needed).
+
+The script builds a trace with a 0.005 pick at step 3 (shown as "Step 4") and a loop
+from step 7, draws the panel, and records the step it returns in session state.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def panel_script(root: str, kind: str, lang: str):
+    """Runs inside AppTest: imports happen here because the function's source is run on its own."""
+    import sys
+
+    sys.path[:0] = [root, root + "/tests"]
+    import streamlit as st
+    from test_explain import loop_trace, make_step, quiet_trace
+
+    from ui.what_happened import flagged_steps, render_what_happened
+
+    st.session_state.setdefault("lang", lang)
+    trace = quiet_trace() if kind == "quiet" else loop_trace()
+    if kind == "loop":      # step 3 picks w13 at 0.005 (rank 4, 0.95 ranked above)
+        trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
+    st.session_state["flagged"] = sorted(flagged_steps(trace))
+    jump = render_what_happened(trace, key_prefix="wh")
+    if jump is not None:
+        st.session_state["jumped"] = jump
+
+
+def app(kind: str = "loop", lang: str = "en") -> AppTest:
+    at = AppTest.from_function(panel_script, kwargs=dict(root=str(ROOT), kind=kind, lang=lang), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(lang: str) -> dict:
+    return json.loads((ROOT / "assets" / "texts" / lang / "explain.json").read_text(encoding="utf-8"))
+
+
+def test_timeline_rows_and_jump():
+    at = app()
+    en = texts("en")
+    assert at.subheader[0].value == en["title"]
+    labels = [b.label for b in at.button]
+    # departure and pick at step 3 (shown 4), the loop at step 7 (shown 8); then the replay button
+    assert labels[:3] == ["Step 4", "Step 4", "Step 8"]
+    assert at.session_state["flagged"] == [3, 7]
+    at.button[2].click().run()
+    assert at.session_state["jumped"] == 7
+    shown = "\n".join(m.value for m in at.markdown)
+    assert "p = 0.0050, rank 4; tokens ranked above held 95%" in shown
+    assert "repeats 3× back to back (n = 2), through step 13" in shown
+
+
+def test_no_events_says_so():
+    at = app("quiet")
+    assert [s.value for s in at.success] == [texts("en")["nothing"]]
+    assert not any(b.label.startswith("Step") for b in at.button)
+
+
+def test_chinese():
+    at = app(lang="zh")
+    zh = texts("zh")
+    assert at.subheader[0].value == zh["title"]
+    assert [b.label for b in at.button][:3] == ["第 4 步", "第 4 步", "第 8 步"]

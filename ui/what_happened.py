@@ -1,0 +1,212 @@
+"""The "What happened?" panel: a run's findings as a clickable timeline, and a greedy replay.
+
+`render_what_happened(trace, key_prefix)` draws the panel and returns the step index
+(0-based) whose button was clicked on this run, else None; the page moves its cursor there.
+Steps are shown 1-based, like the step-by-step slider. `flagged_steps(trace)` gives the
+steps the coloured text can outline. The findings come from engine.explain (stored ones
+are reused). The replay runs two greedy decodes with the run's own tokens forced:
+  - "without the pick": steps before k forced, greedy chooses at k and after;
+  - "keeping the pick": steps 0..k forced, greedy after.
+If the loop appears with the pick and not without it, the pick led to it; if both loop,
+the loop would have come anyway; if neither, later sampling (not this pick) made it.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import DecodeScopeError
+from engine.explain import findings_of, replay_greedy, replay_summary, timeline
+from engine.explain import flagged_steps as _flagged
+from figures.labels import for_markdown, visible
+from ui.i18n import t
+
+MAX_ROWS = 8           # timeline rows shown before "more"
+REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
+
+
+def flagged_steps(trace, sequence: int = 0) -> set:
+    """0-based steps the coloured text should outline: picks, the departure, entropy events, the loop start."""
+    if not trace.sequences:
+        return set()
+    return _flagged(findings_of(trace), sequence)
+
+
+def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
+    """Draw the panel for `trace`; return the 0-based step whose jump button was clicked, else None.
+
+    lm: the model for the replay; by default the shared model named by the trace.
+    """
+    S = st.session_state
+    st.subheader(t("explain.title"))
+    if not trace.sequences or not trace.steps:
+        st.caption(t("explain.empty"))
+        return None
+    findings = findings_of(trace)
+    sequence = 0
+    if len(trace.sequences) > 1:
+        sequence = st.selectbox(t("explain.sequence"), list(range(len(trace.sequences))),
+                                format_func=lambda i: t("explain.sequence_label", n=i + 1),
+                                key=f"{key_prefix}_sequence")
+    found = findings["sequences"][sequence]
+    events = timeline(findings, sequence)
+    st.caption(_summary(found, findings))
+
+    jump = None
+    if not events:
+        st.success(t("explain.nothing"))
+    else:
+        _header()
+        for i, event in enumerate(events[:MAX_ROWS]):
+            if _row(event, f"{key_prefix}_jump_{i}"):
+                jump = event["step"]
+        if len(events) > MAX_ROWS:
+            with st.expander(t("explain.more", n=len(events) - MAX_ROWS)):
+                for i, event in enumerate(events[MAX_ROWS:], start=MAX_ROWS):
+                    if _row(event, f"{key_prefix}_jump_{i}"):
+                        jump = event["step"]
+
+    with st.expander(t("explain.rule_title"), icon="📏"):
+        rule = findings["rule"]
+        st.markdown(t("explain.rule", threshold=rule["threshold"], max_rank=rule["max_rank"],
+                      min_n=rule["min_n"], max_n=rule["max_n"], repeats=rule["min_repeats"],
+                      window=rule["entropy_window"], history=rule["entropy_min_history"],
+                      ratio=rule["entropy_ratio"], delta=rule["entropy_delta"]))
+        if trace.nodes:
+            st.caption(t("explain.rule_beam"))
+
+    _replay_section(trace, sequence, events, key_prefix, lm)
+    return jump
+
+
+# ---- the timeline ----------------------------------------------------------------------
+def _summary(found: dict, findings: dict) -> str:
+    parts = [t("explain.summary_picks", n=len(found["low_prob_picks"]))]
+    if found["loop"] is not None:
+        parts.append(t("explain.summary_loop", step=found["loop"]["start"] + 1))
+    if found["greedy_departure"] is not None:
+        parts.append(t("explain.summary_departure", step=found["greedy_departure"]["step"] + 1))
+    elif findings["strategy"] != "greedy":
+        parts.append(t("explain.summary_on_greedy"))
+    parts.append(t("explain.summary_entropy", n=len(found["entropy_events"])))
+    return " · ".join(parts)
+
+
+COLUMNS = [1, 2, 4, 5]
+
+
+def _header():
+    cols = st.columns(COLUMNS)
+    for col, key in zip(cols, ("col_step", "col_token", "col_what", "col_why")):
+        col.markdown(f"**{t('explain.' + key)}**")
+
+
+def _token(text: str | None) -> str:
+    return f"**{for_markdown(visible(text or ''))}**"
+
+
+def _row(event: dict, key: str) -> bool:
+    """One timeline row; True when its step button was clicked."""
+    cols = st.columns(COLUMNS, vertical_alignment="center")
+    clicked = cols[0].button(t("explain.step_button", step=event["step"] + 1), key=key,
+                             help=t("explain.jump_help"), width="stretch")
+    kind = event["kind"]
+    if kind == "loop":
+        token = for_markdown(visible("".join(event["texts"])))
+        cols[1].markdown(f"**{token}**")
+    else:
+        cols[1].markdown(_token(event["text"]))
+    cols[2].markdown(_what(event))
+    cols[3].caption(t(f"explain.why_{kind}"))
+    return clicked
+
+
+def _what(event: dict) -> str:
+    kind = event["kind"]
+    if kind == "departure":
+        if event.get("unknown"):
+            return t("explain.what_departure_unknown")
+        key = "explain.what_departure_forced" if event["forced"] else "explain.what_departure"
+        return t(key, argmax=for_markdown(visible(event["argmax_text"] or "")),
+                 p=_p(event["argmax_prob"]))
+    if kind == "low_prob":
+        if event["rank"] is None:
+            return t("explain.what_low_prob_norank", p=_p(event["prob"]))
+        mass = event["mass_above"]
+        text = t("explain.what_low_prob", p=_p(event["prob"]), rank=event["rank"],
+                 mass=f"{'≥ ' if not event['mass_above_exact'] else ''}{mass:.0%}")
+        return text + (" " + t("explain.forced") if event.get("forced") else "")
+    if kind == "loop":
+        return t("explain.what_loop", repeats=event["repeats"], n=event["n"], end=event["end"])
+    return t(f"explain.what_{kind}", h=f"{event['entropy']:.2f}", m=f"{event['median']:.2f}", steps=event["steps"])
+
+
+def _p(value) -> str:
+    return "?" if value is None else f"{value:.4f}"
+
+
+# ---- replay from a flagged step --------------------------------------------------------
+def _replay_section(trace, sequence: int, events: list, key_prefix: str, lm) -> None:
+    S = st.session_state
+    candidates = sorted({e["step"] for e in events if e["kind"] in REPLAY_KINDS})
+    if not candidates:
+        return
+    st.markdown(f"**{t('explain.replay_title')}**")
+    st.caption(t("explain.replay_intro"))
+    found = findings_of(trace)["sequences"][sequence]
+    loop = found["loop"]
+    # a sensible default: the last low-probability pick at or before the loop starts, else the first flag
+    picks = [p["step"] for p in found["low_prob_picks"] if loop is None or p["step"] <= loop["start"]]
+    default = picks[-1] if picks else candidates[0]
+    cols = st.columns([2, 2, 3], vertical_alignment="bottom")
+    step = cols[0].selectbox(t("explain.replay_step"), candidates, index=candidates.index(default),
+                             format_func=lambda s: t("explain.step_button", step=s + 1),
+                             key=f"{key_prefix}_replay_step")
+    ids = tuple(trace.sequences[sequence].token_ids)
+    identity = (trace.model, trace.prompt, ids, trace.config, sequence, step)
+    result_key = f"{key_prefix}_replay"
+    if cols[1].button(t("explain.replay_button"), key=f"{key_prefix}_replay_go", icon="↩️", width="stretch"):
+        model = lm if lm is not None else _shared_model(trace.model)
+        if model is not None:
+            try:
+                with st.spinner(t("explain.replay_running")):
+                    without = replay_greedy(model, trace, step, sequence, keep_pick=False)
+                    kept = replay_greedy(model, trace, step, sequence, keep_pick=True)
+                S[result_key] = {"identity": identity,
+                                 "without": replay_summary(trace, without, step, sequence),
+                                 "kept": replay_summary(trace, kept, step, sequence)}
+            except DecodeScopeError as exc:
+                st.error(str(exc))
+    if trace.config.strategy in ("soft", "gumbel"):
+        st.caption(t("explain.replay_soft"))
+    result = S.get(result_key)
+    if isinstance(result, dict) and result.get("identity") == identity:
+        _replay_result(loop, result["without"], result["kept"], step)
+
+
+def _shared_model(name: str):
+    from ui.session import get_lm
+
+    return get_lm(name)
+
+
+def _replay_result(loop, without: dict, kept: dict, step: int) -> None:
+    rows = (("replay_without", without), ("replay_kept", kept))
+    for key, summary in rows:
+        found = summary["loop"]
+        state = (t("explain.replay_loops", step=found["start"] + 1) if found is not None
+                 else t("explain.replay_no_loop"))
+        st.markdown(f"- **{t('explain.' + key, step=step + 1)}**: {state} — "
+                    f"{for_markdown(visible(summary['text'][:160]))}")
+    verdict = _verdict(loop is not None, without["loop"] is not None, kept["loop"] is not None)
+    st.info(t(f"explain.verdict_{verdict}", step=step + 1))
+
+
+def _verdict(original: bool, without: bool, kept: bool) -> str:
+    """Which of the stories the three runs tell (original, pick replaced, pick kept)."""
+    if not original:
+        return "no_loop" if not (without or kept) else "greedy_loops"
+    if kept and not without:
+        return "pick_caused"
+    if without:
+        return "anyway"
+    return "later_sampling"
