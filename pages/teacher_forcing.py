@@ -1,0 +1,144 @@
+"""Page: teacher forcing vs free running on one prompt and reference, and scheduled sampling over eps."""
+import math
+
+import streamlit as st
+
+from engine import DecodeScopeError
+from engine.teacher import epsilon_curve, free_run, scheduled_sampling, teacher_force
+from figures.embedding import neighbour_bars
+from figures.labels import for_markdown, visible
+from figures.teacher import epsilon_curve as epsilon_figure
+from figures.teacher import kl_lines, reference_bars, swap_strip
+from ui.i18n import t
+from ui.session import get_lm, shared_sidebar, sync_url, url_value
+
+S = st.session_state
+DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
+                     "the Eiffel Tower, the Louvre and the food.")
+
+st.title(t("teacher.title"))
+st.caption(t("teacher.intro"))
+settings = shared_sidebar()
+lm = get_lm(settings.model)
+if lm is None:
+    st.stop()
+
+
+def cached(name: str, identity: tuple, compute):
+    """Per-user result in session state, recomputed only when its inputs change."""
+    if S.get(name + "_id") != identity:
+        S[name] = compute()
+        S[name + "_id"] = identity
+    return S[name]
+
+
+reference = st.text_area(t("teacher.reference"), value=url_value("tf_reference", DEFAULT_REFERENCE), key="tf_reference",
+                         height=90, help=t("teacher.reference_help"))
+c1, c2 = st.columns(2)
+modes = ("greedy", "sample")
+saved_mode = url_value("tf_mode", "greedy", str)
+mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
+                index=modes.index(saved_mode) if saved_mode in modes else 0,
+                format_func=lambda m: t("teacher.mode_" + m), help=t("teacher.mode_help"))
+temperature = c2.slider(t("teacher.temperature"), 0.1, 2.0, step=0.05, key="tf_temperature",
+                        value=min(max(url_value("tf_temperature", 1.0, float), 0.1), 2.0), disabled=mode != "sample")
+sync_url(tf_reference=reference, tf_mode=mode, tf_temperature=temperature)
+temperature = temperature if mode == "sample" else 1.0
+
+# ---- 1. teacher forcing ---------------------------------------------------------------
+try:
+    with st.spinner(t("teacher.running")):
+        forced = cached("tf_forced", (lm.name, settings.prompt, reference, settings.chat),
+                        lambda: teacher_force(lm, settings.prompt, reference, chat=settings.chat))
+        run = cached("tf_free", (lm.name, settings.prompt, reference, settings.chat, mode, temperature, settings.seed),
+                     lambda: free_run(lm, forced, settings.prompt, strategy=mode, temperature=temperature,
+                                      seed=settings.seed, chat=settings.chat))
+except DecodeScopeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+n = len(forced.positions)
+top1 = sum(1 for p in forced.positions if p.rank == 1)
+st.subheader(t("teacher.forced_header"))
+st.markdown(t("teacher.forced_intro", n=n))
+cols = st.columns(4)
+cols[0].metric(t("teacher.metric_tokens"), f"{n}")
+cols[1].metric(t("teacher.metric_logprob"), f"{forced.logprob:.2f}")
+cols[2].metric(t("teacher.metric_perplexity"), f"{math.exp(-forced.logprob / n):.2f}")
+cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
+bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top", "divergence")}
+bar_labels["title"] = t("teacher.forced_title")
+st.plotly_chart(reference_bars(forced, bar_labels, divergence=run.first_divergence), key="tf_forced_chart")
+with st.expander(t("teacher.table")):
+    st.dataframe([{t("teacher.col_pos"): p.index, t("teacher.col_token"): visible(p.text),
+                   t("teacher.col_prob"): round(p.prob, 4), t("teacher.col_rank"): p.rank,
+                   t("teacher.col_entropy"): round(p.entropy, 3),
+                   t("teacher.col_top"): " · ".join(f"{visible(c.text)} {c.value:.3f}" for c in p.top)}
+                  for p in forced.positions], hide_index=True)
+
+# ---- 2. free running -------------------------------------------------------------------
+st.subheader(t("teacher.free_header"))
+st.markdown(t("teacher.free_texts", reference=for_markdown(lm.tokenizer.decode(forced.reference_ids)),
+              own=for_markdown(run.text), mode=t("teacher.mode_" + mode)))
+if run.first_divergence is None:
+    st.success(t("teacher.no_divergence", n=len(run.token_ids)))
+else:
+    d = run.first_divergence
+    first = run.comparison[0]
+    st.markdown(t("teacher.divergence", pos=d, own=for_markdown(visible(first.own_text)),
+                  true=for_markdown(visible(first.true_text)), same=d))
+    kl_labels = {k: t("teacher." + k) for k in ("kl", "own", "true", "own_token", "own_prob")}
+    kl_labels["title"] = t("teacher.kl_title")
+    st.plotly_chart(kl_lines(run.comparison, kl_labels), key="tf_kl_chart")
+    mean_kl = sum(c.kl for c in run.comparison) / len(run.comparison)
+    st.markdown(t("teacher.kl_summary", mean=f"{mean_kl:.3f}", max=f"{max(c.kl for c in run.comparison):.3f}",
+                  count=len(run.comparison)))
+    if len(run.comparison) > 1:
+        pick = st.select_slider(t("teacher.position"), [c.index for c in run.comparison], key="tf_position")
+    else:
+        pick = run.comparison[0].index
+    row = next(c for c in run.comparison if c.index == pick)
+    left, right = st.columns(2)
+    left.plotly_chart(neighbour_bars(row.own_top, t("teacher.prob"), t("teacher.own_title", pos=pick),
+                                     highlight_id=row.true_token_id, range_max=1.0), key="tf_own_chart")
+    right.plotly_chart(neighbour_bars(row.true_top, t("teacher.prob"), t("teacher.true_title", pos=pick),
+                                      highlight_id=row.true_token_id, range_max=1.0), key="tf_true_chart")
+    st.caption(t("teacher.pair_caption", kl=f"{row.kl:.3f}", prob=f"{row.own_prob_of_true:.4f}",
+                 token=for_markdown(visible(row.true_text))))
+
+# ---- 3. scheduled sampling ----------------------------------------------------------------
+st.subheader(t("teacher.scheduled_header"))
+st.markdown(t("teacher.scheduled_intro", seed=settings.seed))
+eps = st.slider("eps", 0.0, 1.0, step=0.05, key="tf_eps", value=min(max(url_value("tf_eps", 0.3, float), 0.0), 1.0),
+                help=t("teacher.eps_help"))
+sync_url(tf_eps=eps)
+identity = (lm.name, settings.prompt, reference, settings.chat, mode, temperature, settings.seed)
+try:
+    with st.spinner(t("teacher.running")):
+        mixed = cached("tf_mixed", identity + (eps,), lambda: scheduled_sampling(
+            lm, forced, eps, seed=settings.seed, strategy=mode, temperature=temperature))
+except DecodeScopeError as exc:
+    st.error(str(exc))
+    st.stop()
+swapped = sum(mixed.swapped)
+cols = st.columns(3)
+cols[0].metric(t("teacher.metric_swapped"), f"{swapped}/{n}")
+cols[1].metric(t("teacher.metric_logprob"), f"{mixed.logprob:.2f}", delta=f"{mixed.logprob - forced.logprob:+.2f}",
+               help=t("teacher.delta_help"))
+cols[2].metric(t("teacher.metric_passes"), f"{mixed.forward_passes}")
+strip_labels = {k: t("teacher." + k) for k in ("swapped", "kept", "logprob")}
+strip_labels["title"] = t("teacher.strip_title", eps=f"{eps:.2f}")
+st.plotly_chart(swap_strip(forced, mixed, strip_labels), key="tf_strip_chart")
+
+points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")
+if st.toggle(t("teacher.curve_toggle"), value=True, key="tf_curve"):
+    with st.spinner(t("teacher.curve_running", points=points)):
+        curve = cached("tf_curve_runs", identity + (points,), lambda: epsilon_curve(
+            lm, forced, points=points, seed=settings.seed, strategy=mode, temperature=temperature))
+    curve_labels = {k: t("teacher." + k) for k in ("curve", "logprob", "swapped", "teacher", "free")}
+    curve_labels["title"] = t("teacher.curve_title")
+    free_line = run.logprob if len(run.token_ids) == n else None
+    st.plotly_chart(epsilon_figure(curve, curve_labels, forced.logprob, free_line), key="tf_curve_chart")
+    st.markdown(t("teacher.curve_summary", first=f"{curve[0].logprob:.2f}", last=f"{curve[-1].logprob:.2f}",
+                  teacher=f"{forced.logprob:.2f}",
+                  free=f"{run.logprob:.2f}" if free_line is not None else "—"))
