@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--top-n", type=int, default=d.top_n)
     p.add_argument("--json", metavar="PATH", help="write the trace as JSON ('-' for stdout)")
+    p.add_argument("--explain", action="store_true",
+                   help="under the table, list what happened: unlikely picks, the first loop, entropy events, "
+                        "where the run leaves the greedy path (also stored in the --json trace)")
     return parser
 
 
@@ -93,6 +96,10 @@ def main(argv=None) -> int:
 
         lm = load_model(args.model, progress=progress)
         trace = decode(lm, args.prompt, config)
+        if args.explain:
+            from .explain import with_findings
+
+            trace = with_findings(trace)
     except DecodeScopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +109,11 @@ def main(argv=None) -> int:
         sys.stdout.write(trace.to_json() + "\n")
         return 0
     print(format_table(trace))
+    if args.explain:
+        from .explain import format_findings
+
+        print()
+        print(format_findings(trace))
     if args.json:
         try:
             with open(args.json, "w", encoding="utf-8") as fh:

@@ -350,3 +350,50 @@ def replay_summary(original, replay, step: int, sequence: int = 0, **rule) -> di
     found = explain(replay, **rule)["sequences"][0]
     return {"step": step, "parts_at": parted, "loop": found["loop"], "text": replay.sequences[0].text,
             "token_ids": list(b), "low_prob_picks": len(found["low_prob_picks"])}
+
+
+# ---- plain text, for the CLI ---------------------------------------------------------
+def format_findings(trace, findings: dict | None = None) -> str:
+    """The findings as lines of text under the CLI table (steps 0-based, as in the table)."""
+    findings = findings or findings_of(trace)
+    rule = findings["rule"]
+    lines = [f"what happened (unlikely: p < {rule['threshold']} or rank > {rule['max_rank']}; loop: "
+             f"{rule['min_n']}..{rule['max_n']} tokens {rule['min_repeats']}x back to back; entropy against the "
+             f"median of the last {rule['entropy_window']} steps)"]
+    for index in range(len(findings["sequences"])):
+        events = timeline(findings, index)
+        if len(findings["sequences"]) > 1:
+            lines.append(f"[{index}]")
+        if not events:
+            lines.append("  nothing stands out")
+        for event in events:
+            lines.append(f"  step {event['step']:>4}  {_describe(event)}")
+    return "\n".join(lines)
+
+
+def _describe(event: dict) -> str:
+    kind, token = event["kind"], _quoted(event.get("text"))
+    if kind == "departure":
+        if event["unknown"]:
+            return f"{token}: greedy's choice not recorded from here on"
+        how = "forced" if event["forced"] else "leaves the greedy path"
+        return f"{token}: {how}; greedy takes {_quoted(event['argmax_text'])} (p {_prob(event['argmax_prob'])})"
+    if kind == "low_prob":
+        rank = "?" if event["rank"] is None else event["rank"]
+        above = "?" if event["mass_above"] is None else (
+            f"{'>=' if not event['mass_above_exact'] else ''}{event['mass_above']:.3f}")
+        return f"{token}: unlikely pick, p {_prob(event['prob'])}, rank {rank}, mass ranked above {above}"
+    if kind == "loop":
+        span = _quoted("".join(event["texts"]))
+        return f"{span}: loop, {event['n']} tokens repeated {event['repeats']}x, until step {event['end'] - 1}"
+    direction = "jumps" if kind == "entropy_jump" else "collapses"
+    streak = "" if event["steps"] == 1 else f" for {event['steps']} steps"
+    return f"{token}: entropy {direction} to {event['entropy']:.2f} nats (median {event['median']:.2f}){streak}"
+
+
+def _quoted(text) -> str:
+    return repr(text if text is not None else "")
+
+
+def _prob(value) -> str:
+    return "?" if value is None else f"{value:.4f}"

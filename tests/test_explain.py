@@ -333,3 +333,32 @@ class TestBundledSampledRun:
     def test_json_round_trip_of_the_real_run(self, run):
         trace, _ = run
         assert Trace.from_json(trace.to_json()).findings == trace.findings
+
+
+# ---- the CLI -------------------------------------------------------------------------
+class TestCli:
+    def test_explain_prints_the_findings_under_the_table_and_stores_them(self, llama, monkeypatch, capsys, tmp_path):
+        import engine.model
+        from engine.__main__ import main
+
+        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+        path = tmp_path / "run.json"
+        code = main(["decode", "--prompt", "The capital of", "--strategy", "sample", "--seed", "3",
+                     "--max-new-tokens", "16", "--explain", "--json", str(path)])
+        out = capsys.readouterr().out
+        assert code == 0
+        table, _, below = out.partition("\nwhat happened")
+        assert "step" in table and below
+        trace = Trace.from_json(path.read_text(encoding="utf-8"))
+        assert trace.findings["explain"] == explain(trace)
+        events = timeline(trace.findings["explain"])
+        lines = [line for line in below.splitlines() if line.startswith("  step")]
+        assert [int(line.split()[1]) for line in lines] == [e["step"] for e in events]
+
+    def test_without_explain_nothing_is_added(self, llama, monkeypatch, capsys):
+        import engine.model
+        from engine.__main__ import main
+
+        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+        assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "4"]) == 0
+        assert "what happened" not in capsys.readouterr().out

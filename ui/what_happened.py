@@ -154,8 +154,9 @@ def _replay_section(trace, sequence: int, events: list, key_prefix: str, lm) -> 
     st.caption(t("explain.replay_intro"))
     found = findings_of(trace)["sequences"][sequence]
     loop = found["loop"]
-    # a sensible default: the last low-probability pick at or before the loop starts, else the first flag
-    picks = [p["step"] for p in found["low_prob_picks"] if loop is None or p["step"] <= loop["start"]]
+    # default: the last unlikely pick before the loop's first copy ends (a pick inside that copy shaped the
+    # repeated phrase), else the first flagged step
+    picks = [p["step"] for p in found["low_prob_picks"] if loop is None or p["step"] < loop["start"] + loop["n"]]
     default = picks[-1] if picks else candidates[0]
     cols = st.columns([2, 2, 3], vertical_alignment="bottom")
     step = cols[0].selectbox(t("explain.replay_step"), candidates, index=candidates.index(default),
