@@ -1,0 +1,169 @@
+"""Page: feed back e = p^T E (or a Gumbel-softmax sample) instead of a token id, next to a discrete lane."""
+import math
+
+import streamlit as st
+
+from engine import DecodeConfig, DecodeScopeError
+from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
+from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
+from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
+from figures.labels import for_markdown, visible
+from ui.i18n import t
+from ui.session import get_lm, shared_sidebar, sync_url, url_value
+
+S = st.session_state
+TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
+
+st.title(t("embedding.title"))
+st.caption(t("embedding.intro"))
+settings = shared_sidebar()
+lm = get_lm(settings.model)
+if lm is None:
+    st.stop()
+
+
+def cached(name: str, identity: tuple, compute):
+    """Per-user result in session state, recomputed only when its inputs change."""
+    if S.get(name + "_id") != identity:
+        S[name] = compute()
+        S[name + "_id"] = identity
+    return S[name]
+
+
+def bounded(key, default, kind, low, high):
+    value = url_value(key, default, kind)
+    return min(max(value, low), high) if isinstance(value, int | float) else default
+
+
+# ---- controls --------------------------------------------------------------------------
+c1, c2 = st.columns(2)
+modes = ("greedy", "sample")
+saved = url_value("ee_discrete", "greedy", str)
+discrete_mode = c1.radio(t("embedding.discrete"), modes, horizontal=True, key="ee_discrete",
+                         index=modes.index(saved) if saved in modes else 0,
+                         format_func=lambda m: t("embedding.mode_" + m))
+temperature = c2.slider(t("embedding.temperature"), 0.1, 3.0, step=0.05, key="ee_temperature",
+                        value=bounded("ee_temperature", 1.0, float, 0.1, 3.0), help=t("embedding.temperature_help"))
+sync_url(ee_discrete=discrete_mode, ee_temperature=temperature)
+base = DecodeConfig(max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat,
+                    temperature=temperature, top_n=10)
+discrete_config = base.replace(strategy=discrete_mode)
+soft_config = base.replace(strategy="soft")
+
+try:
+    with st.spinner(t("embedding.running")):
+        discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
+                          lambda: decode(lm, settings.prompt, discrete_config))
+        soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
+                                   lambda: soft_lane(lm, settings.prompt, soft_config))
+except DecodeScopeError as exc:
+    st.error(str(exc))
+    st.stop()
+
+# ---- the two lanes -------------------------------------------------------------------------
+discrete_ids = [s.chosen_ids[0] for s in discrete.steps]
+soft_ids = [s.feedback.argmax_id for s in soft.steps if s.feedback is not None]
+split = first_difference(discrete_ids, soft_ids)
+st.subheader(t("embedding.lanes_header"))
+st.markdown(t("embedding.lanes_texts", mode=t("embedding.mode_" + discrete_mode),
+              discrete=for_markdown(lm.tokenizer.decode(discrete_ids, skip_special_tokens=True)),
+              soft=for_markdown(lm.tokenizer.decode(soft_ids, skip_special_tokens=True))))
+if split is None:
+    st.success(t("embedding.no_split", n=len(soft_ids)))
+elif split < min(len(discrete_ids), len(soft_ids)):
+    st.warning(t("embedding.split", step=split, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
+                 soft=for_markdown(visible(soft.steps[split].feedback.argmax_text))))
+else:
+    st.warning(t("embedding.split_length", step=split))
+
+lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
+               "step": t("embedding.step"), "difference": t("embedding.difference"),
+               "title": t("embedding.lane_title")}
+st.plotly_chart(lane_lines(soft.steps, lane_labels, split), key="ee_lane_chart")
+
+# ---- one soft step ---------------------------------------------------------------------------
+st.subheader(t("embedding.step_header"))
+steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
+index = st.slider(t("embedding.step"), 0, len(steps_with_feedback) - 1, value=0, key="ee_step") \
+    if len(steps_with_feedback) > 1 else 0
+step = steps_with_feedback[index]
+fb = step.feedback
+cols = st.columns(4)
+cols[0].metric(t("embedding.nearest_cosine"), f"{fb.nearest_cosine:.3f}", help=t("embedding.nearest_cosine_help"))
+cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.entropy_help", max=f"{math.log(lm.facts.vocab_size):.2f}"))
+cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
+cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
+left, right = st.columns(2)
+left.plotly_chart(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index),
+                                 highlight_id=fb.argmax_id, range_max=1.0), key="ee_nearest_chart")
+right.plotly_chart(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index),
+                                  highlight_id=fb.argmax_id, range_max=1.0), key="ee_weights_chart")
+projection = next((p for p in projections if p.step == step.index), None)
+if projection is not None:
+    proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
+    proj_labels["title"] = t("embedding.projection_title", step=step.index)
+    st.plotly_chart(projection_scatter(projection, proj_labels), key="ee_projection_chart")
+    st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
+
+# ---- Gumbel-softmax ---------------------------------------------------------------------------
+st.subheader(t("embedding.gumbel_header"))
+st.markdown(t("embedding.gumbel_intro"))
+g1, g2 = st.columns(2)
+tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),
+                       key="ee_tau", help=t("embedding.tau_help"))
+hard = g2.toggle(t("embedding.hard"), value=url_value("ee_hard", False, bool), key="ee_hard",
+                 help=t("embedding.hard_help"))
+sync_url(ee_tau=tau, ee_hard=hard)
+gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
+try:
+    with st.spinner(t("embedding.running")):
+        gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
+                           lambda: soft_lane(lm, settings.prompt, gumbel_config))
+        sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
+                       lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
+                                            chat=settings.chat))
+except DecodeScopeError as exc:
+    st.error(str(exc))
+    st.stop()
+g_steps = [s for s in gumbel.steps if s.feedback is not None]
+g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
+if g_step is not None:
+    gl, gr = st.columns(2)
+    gl.plotly_chart(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
+                                   t("embedding.gumbel_weights_title", step=g_step.index),
+                                   highlight_id=g_step.feedback.argmax_id, range_max=1.0), key="ee_gumbel_weights")
+    gr.plotly_chart(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
+                                   t("embedding.gumbel_nearest_title", step=g_step.index),
+                                   highlight_id=g_step.feedback.argmax_id, range_max=1.0), key="ee_gumbel_nearest")
+    st.markdown(t("embedding.gumbel_text", text=for_markdown(gumbel.best.text)))
+tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
+st.plotly_chart(tau_curve(sweep, tau_labels, current=float(tau)), key="ee_tau_chart")
+st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
+              low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
+              token=for_markdown(visible(sweep[-1].top[0].text))))
+
+# ---- cost ----------------------------------------------------------------------------------------
+st.subheader(t("embedding.cost_header"))
+cost = cached("ee_cost", (lm.name,), lambda: feedback_cost(lm))
+forward = [s.seconds for s in soft.steps[1:]] or [soft.steps[0].seconds]
+forward_ms = 1000 * sorted(forward)[len(forward) // 2]
+cols = st.columns(4)
+cols[0].metric(t("embedding.cost_madds"), f"{cost.mixture_multiply_adds:,}",
+               help=t("embedding.cost_madds_help", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}"))
+cols[1].metric(t("embedding.cost_p"), f"{cost.p_bytes / 1024:,.0f} KiB", help=t("embedding.cost_p_help"))
+cols[2].metric(t("embedding.cost_mixture_time"), f"{1e6 * cost.mixture_seconds:,.0f} µs")
+cols[3].metric(t("embedding.cost_lookup_time"), f"{1e6 * cost.lookup_seconds:,.1f} µs")
+st.markdown(t("embedding.cost_text", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}",
+              madds=f"{cost.mixture_multiply_adds:,}", read=f"{cost.mixture_bytes_read / 1e6:,.1f}",
+              lookup=f"{cost.lookup_bytes_read:,}", ratio=f"{cost.mixture_seconds / max(cost.lookup_seconds, 1e-12):,.0f}",
+              step_ms=f"{forward_ms:,.1f}", share=f"{100 * cost.mixture_seconds / max(forward_ms / 1000, 1e-12):.1f}",
+              repeats=cost.repeats))
+
+# ---- notes ------------------------------------------------------------------------------------------
+st.subheader(t("embedding.notes_header"))
+d_kv, s_kv = discrete.steps[-1].kv, soft.steps[-1].kv
+mean_cos = sum(s.feedback.nearest_cosine for s in steps_with_feedback) / len(steps_with_feedback)
+st.markdown(t("embedding.note_state", soft_rows=s_kv.rows, soft_steps=len(soft.steps), discrete_rows=d_kv.rows,
+              discrete_steps=len(discrete.steps)))
+st.markdown(t("embedding.note_input", mean=f"{mean_cos:.3f}",
+              low=f"{min(s.feedback.nearest_cosine for s in steps_with_feedback):.3f}"))

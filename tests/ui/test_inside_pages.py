@@ -1,0 +1,177 @@
+"""The three "inside the choice" pages in AppTest: expected embedding, teacher forcing, KV cache.
+
+The pages run on the tiny random Llama, saved to a folder and typed into the sidebar's
+model box (so no download and no bundled model). Every asserted number is worked out
+here from the model's config or a plain forward pass, not read back from the page's code.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from conftest import tiny_llama  # noqa: E402
+
+PROMPT = "The capital of France is"
+NEW = 6
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """The tiny Llama written as a normal Hugging Face folder the app can load by path."""
+    lm = tiny_llama()
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return lm, str(folder)
+
+
+def open_page(folder: str, page: str, **state) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = NEW
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def bytes_per_token(model) -> int:
+    cfg = model.config
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 4    # K and V, float32
+
+
+def greedy_tokens(model, ids: list, n: int) -> list:
+    """Greedy continuation by full forward passes (no cache), stopping at EOS like the app."""
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+            out.append(int(logits.argmax()))
+            if out[-1] == model.generation_config.eos_token_id:
+                break
+    return out
+
+
+# ---- KV cache ---------------------------------------------------------------------------------
+def test_kv_page_greedy_rows_and_bytes(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "kv_cache")
+    prompt = lm.tokenizer(PROMPT)["input_ids"]
+    generated = greedy_tokens(lm.model, prompt, NEW)
+    rows = len(prompt) + len(generated) - 1          # the last token is chosen but not yet fed
+    per_row = bytes_per_token(lm.model)
+    assert per_row == 2 * 2 * 2 * 8 * 4             # 2 layers, 2 KV heads, head dim 32 / 4
+    assert metric(at, "Rows (measured)") == f"{rows:,}"
+    assert metric(at, "Bytes (measured)") == f"{rows * per_row / 1e6:,.2f} MB"
+    assert metric(at, "Paged blocks") == str(math.ceil(rows / 16))
+    assert metric(at, "Shared blocks") == "0"
+    text = shown(at)
+    assert f"**{per_row:,} bytes**" in text and f"over {rows} rows" in text
+    assert "Measured" in at.info[0].value and "Accounting" in at.info[0].value
+    assert "the same rows and bytes as greedy's at every step" in text
+
+
+def test_kv_page_beam_counts_every_slot(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "kv_cache", kv_strategy="beam", kv_beams=3)
+    prompt = lm.tokenizer(PROMPT)["input_ids"]
+    steps = int(at.slider(key="kv_step").max) + 1
+    at.slider(key="kv_step").set_value(0).run()
+    assert not at.exception
+    # after the first step each of the 3 slots holds the prompt
+    assert metric(at, "Rows (measured)") == f"{3 * len(prompt):,}"
+    assert metric(at, "Bytes (measured)") == f"{3 * len(prompt) * bytes_per_token(lm.model) / 1e6:,.2f} MB"
+    at.slider(key="kv_step").set_value(steps - 1).run()
+    assert metric(at, "Rows (measured)") == f"{3 * (len(prompt) + steps - 1):,}"
+    assert len(at.get("plotly_chart")) == 4
+
+
+def test_kv_page_in_chinese(tiny_folder):
+    _, folder = tiny_folder
+    at = open_page(folder, "kv_cache", lang="zh")
+    assert at.title[0].value == "KV 缓存"
+    assert "实测" in at.info[0].value
+
+
+# ---- teacher forcing -----------------------------------------------------------------------------
+REFERENCE = " Paris. The capital of Italy is Rome."
+
+
+def reference_logprob(lm) -> float:
+    """log p(reference | prompt) from one plain forward pass, summed position by position."""
+    prompt = lm.tokenizer(PROMPT)["input_ids"]
+    ref = lm.tokenizer(REFERENCE, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = lm.model(input_ids=torch.tensor([prompt + ref])).logits[0].double()
+    logp = torch.log_softmax(logits, -1)
+    return sum(float(logp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(ref)), len(ref)
+
+
+def test_teacher_page_scores_the_reference(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=0.0, tf_points=3)
+    expected, n = reference_logprob(lm)
+    assert metric(at, "Reference tokens") == str(n)
+    assert metric(at, "log p(reference)") == f"{expected:.2f}"
+    assert metric(at, "Perplexity") == f"{math.exp(-expected / n):.2f}"
+    # eps = 0 swaps nothing and scores exactly as teacher forcing
+    assert metric(at, "Positions swapped") == f"0/{n}"
+    assert [m.value for m in at.metric if m.label == "log p(reference)"][1] == f"{expected:.2f}"
+    text = shown(at)
+    assert "**Reference:**" in text
+    assert f"At eps = 0 the curve gives {expected:.2f}" in text
+
+
+def test_teacher_page_eps_one_swaps_every_position(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=1.0, tf_curve=False)
+    _, n = reference_logprob(lm)
+    assert metric(at, "Positions swapped") == f"{n}/{n}"
+    # one forward pass per swapped position: free running, one token at a time
+    assert metric(at, "Forward passes") == str(n)
+
+
+# ---- expected embedding ---------------------------------------------------------------------------
+def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "expected_embedding")
+    vocab, hidden = lm.model.config.vocab_size, lm.model.config.hidden_size
+    assert metric(at, "Multiply-adds per step for pᵀE") == f"{vocab * hidden:,}"
+    assert metric(at, "Memory for p (float32)") == f"{vocab * 4 / 1024:,.0f} KiB"
+    cosine = float(metric(at, "Cosine to nearest token"))
+    assert -1.0 <= cosine <= 1.0 + 1e-6
+    text = shown(at)
+    assert "**Discrete (greedy):**" in text and "**Soft (the argmax" in text
+    assert "as tau goes to 0 the sample becomes one-hot" in text
+    assert len(at.get("plotly_chart")) >= 6
+
+
+def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_folder):
+    """With temperature 0.1 the mixture is nearly one-hot, so e is nearly its argmax token's embedding."""
+    lm, folder = tiny_folder
+    at = open_page(folder, "expected_embedding", ee_temperature=0.1)
+    cold = float(metric(at, "Cosine to nearest token"))
+    at2 = open_page(folder, "expected_embedding", ee_temperature=3.0)
+    hot = float(metric(at2, "Cosine to nearest token"))
+    assert cold > 0.99
+    assert hot < cold
