@@ -289,7 +289,7 @@ def _plain_dict(value) -> dict:
 
 
 def _build_trace(d: dict) -> Trace:
-    config = DecodeConfig.from_dict(_plain_dict(d["config"]))
+    config = DecodeConfig.from_dict(_plain_dict(d["config"])).validate()   # replaying it must not fail later
     steps = [_step(s) for s in _list(d["steps"])]
     sequences = [_sequence(s) for s in _list(d["sequences"])]
     if not sequences:
