@@ -52,20 +52,21 @@ def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
     st.caption(_summary(found, findings))
 
     jump = None
-    if not events:
+    rows = _by_step(events)
+    if not rows:
         st.success(t("explain.nothing"))
     else:
         _header()
-        for i, event in enumerate(events[:MAX_ROWS]):
-            if _row(event, f"{key_prefix}_jump_{i}"):
-                jump = event["step"]
-        if len(events) > MAX_ROWS:
-            with st.expander(t("explain.more", n=len(events) - MAX_ROWS)):
-                for i, event in enumerate(events[MAX_ROWS:], start=MAX_ROWS):
-                    if _row(event, f"{key_prefix}_jump_{i}"):
-                        jump = event["step"]
+        for i, row in enumerate(rows[:MAX_ROWS]):
+            if _row(row, f"{key_prefix}_jump_{i}"):
+                jump = row[0]["step"]
+        if len(rows) > MAX_ROWS:
+            with st.expander(t("explain.more", n=len(rows) - MAX_ROWS)):
+                for i, row in enumerate(rows[MAX_ROWS:], start=MAX_ROWS):
+                    if _row(row, f"{key_prefix}_jump_{i}"):
+                        jump = row[0]["step"]
 
-    with st.expander(t("explain.rule_title"), icon="📏"):
+    with st.expander(t("explain.rule_title"), icon=":material/help:"):
         rule = findings["rule"]
         st.markdown(t("explain.rule", threshold=rule["threshold"], max_rank=rule["max_rank"],
                       min_n=rule["min_n"], max_n=rule["max_n"], repeats=rule["min_repeats"],
@@ -104,19 +105,26 @@ def _token(text: str | None) -> str:
     return f"**{for_markdown(visible(text or ''))}**"
 
 
-def _row(event: dict, key: str) -> bool:
-    """One timeline row; True when its step button was clicked."""
+def _by_step(events: list) -> list:
+    """The timeline grouped into rows: one per step, its events in timeline order."""
+    rows = []
+    for event in events:
+        if rows and rows[-1][0]["step"] == event["step"]:
+            rows[-1].append(event)
+        else:
+            rows.append([event])
+    return rows
+
+
+def _row(events: list, key: str) -> bool:
+    """One timeline row (all events of one step); True when its step button was clicked."""
     cols = st.columns(COLUMNS, vertical_alignment="center")
-    clicked = cols[0].button(t("explain.step_button", step=event["step"] + 1), key=key,
-                             help=t("explain.jump_help"), width="stretch")
-    kind = event["kind"]
-    if kind == "loop":
-        token = for_markdown(visible("".join(event["texts"])))
-        cols[1].markdown(f"**{token}**")
-    else:
-        cols[1].markdown(_token(event["text"]))
-    cols[2].markdown(_what(event))
-    cols[3].caption(t(f"explain.why_{kind}"))
+    step = events[0]["step"]
+    clicked = cols[0].button(t("explain.step_button", step=step + 1), key=key, help=t("explain.jump_help"),
+                             width="stretch")
+    cols[1].markdown(_token(events[0]["text"]))
+    cols[2].markdown("  \n".join(_what(e) for e in events))
+    cols[3].caption("  \n".join(t(f"explain.why_{e['kind']}") for e in events))
     return clicked
 
 
@@ -136,8 +144,10 @@ def _what(event: dict) -> str:
                  mass=f"{'≥ ' if not event['mass_above_exact'] else ''}{mass:.0%}")
         return text + (" " + t("explain.forced") if event.get("forced") else "")
     if kind == "loop":
-        return t("explain.what_loop", repeats=event["repeats"], n=event["n"], end=event["end"])
-    return t(f"explain.what_{kind}", h=f"{event['entropy']:.2f}", m=f"{event['median']:.2f}", steps=event["steps"])
+        return t("explain.what_loop", span=_token("".join(event["texts"])), repeats=event["repeats"], n=event["n"],
+                 end=event["end"])
+    text = t(f"explain.what_{kind}", h=f"{event['entropy']:.2f}", m=f"{event['median']:.2f}")
+    return text + (t("explain.streak", steps=event["steps"]) if event["steps"] > 1 else "")
 
 
 def _p(value) -> str:

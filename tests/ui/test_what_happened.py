@@ -49,14 +49,15 @@ def test_timeline_rows_and_jump():
     en = texts("en")
     assert at.subheader[0].value == en["title"]
     labels = [b.label for b in at.button]
-    # departure and pick at step 3 (shown 4), the loop at step 7 (shown 8); then the replay button
-    assert labels[:3] == ["Step 4", "Step 4", "Step 8"]
+    # one row per step: the departure and the pick at step 3 (shown 4), the loop at step 7 (shown 8)
+    assert labels[:2] == ["Step 4", "Step 8"] and labels[2] == texts("en")["replay_button"]
     assert at.session_state["flagged"] == [3, 7]
-    at.button[2].click().run()
+    at.button[1].click().run()
     assert at.session_state["jumped"] == 7
     shown = "\n".join(m.value for m in at.markdown)
     assert "p = 0.0050, rank 4; tokens ranked above held 95%" in shown
     assert "repeats 3× back to back (n = 2), through step 13" in shown
+    assert "Leaves the greedy path: greedy takes" in shown
 
 
 def test_no_events_says_so():
@@ -69,4 +70,4 @@ def test_chinese():
     at = app(lang="zh")
     zh = texts("zh")
     assert at.subheader[0].value == zh["title"]
-    assert [b.label for b in at.button][:3] == ["第 4 步", "第 4 步", "第 8 步"]
+    assert [b.label for b in at.button][:3] == ["第 4 步", "第 8 步", zh["replay_button"]]
