@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def panel_script(root: str, kind: str, lang: str):
+def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
     """Runs inside AppTest: imports happen here because the function's source is run on its own."""
     import sys
 
@@ -28,13 +29,19 @@ def panel_script(root: str, kind: str, lang: str):
     if kind == "loop":      # step 3 picks w13 at 0.005 (rank 4, 0.95 ranked above)
         trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
     st.session_state["flagged"] = sorted(flagged_steps(trace))
-    jump = render_what_happened(trace, key_prefix="wh")
+    lm = None
+    if with_model:
+        from conftest import tiny_llama
+
+        lm = tiny_llama()
+    jump = render_what_happened(trace, key_prefix="wh", lm=lm)
     if jump is not None:
         st.session_state["jumped"] = jump
 
 
-def app(kind: str = "loop", lang: str = "en") -> AppTest:
-    at = AppTest.from_function(panel_script, kwargs=dict(root=str(ROOT), kind=kind, lang=lang), default_timeout=60)
+def app(kind: str = "loop", lang: str = "en", with_model: bool = False) -> AppTest:
+    at = AppTest.from_function(panel_script, kwargs=dict(root=str(ROOT), kind=kind, lang=lang, with_model=with_model),
+                               default_timeout=120)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -71,3 +78,33 @@ def test_chinese():
     zh = texts("zh")
     assert at.subheader[0].value == zh["title"]
     assert [b.label for b in at.button][:3] == ["第 4 步", "第 8 步", zh["replay_button"]]
+
+
+def test_replay_runs_both_greedy_decodes_and_gives_a_verdict():
+    at = app(with_model=True)
+    en = texts("en")
+    assert at.selectbox[0].value == 3          # the last unlikely pick before the loop's first copy ends
+    next(b for b in at.button if b.label == en["replay_button"]).click().run()
+    assert not at.exception, at.exception
+    result = at.session_state["wh_replay"]
+    without, kept = result["without"], result["kept"]
+    # without the pick greedy chooses at step 3; keeping it, the first four tokens are the run's own
+    assert kept["token_ids"][:4] == [10, 11, 12, 13] and without["token_ids"][:3] == [10, 11, 12]
+    shown = "\n".join(m.value for m in at.markdown)
+    assert en["replay_without"].format(step=4) in shown and en["replay_kept"].format(step=4) in shown
+    verdicts = {en[k].format(step=4) for k in en if k.startswith("verdict_")}
+    assert len(at.info) == 1 and at.info[0].value in verdicts
+
+
+@pytest.mark.parametrize("original, without, kept, verdict", [
+    (True, False, True, "pick_caused"),       # the loop comes with the pick only
+    (True, True, True, "anyway"),             # greedy loops without the pick as well
+    (True, True, False, "anyway"),
+    (True, False, False, "later_sampling"),   # neither replay loops: later draws did it
+    (False, False, False, "no_loop"),
+    (False, True, False, "greedy_loops"),
+])
+def test_verdicts(original, without, kept, verdict):
+    from ui.what_happened import _verdict
+
+    assert _verdict(original, without, kept) == verdict
