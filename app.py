@@ -3,9 +3,13 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import url_memory
 from ui.i18n import t
+from ui.present import presentation_controls, presenting, sidebar_state
+from ui.tour import guided_tour
 
-st.set_page_config(page_title="DecodeScope", page_icon="🔎", layout="wide")
+url_memory.restore_interface()      # language, presentation mode and tour survive a page switch
+st.set_page_config(page_title="DecodeScope", page_icon="🔎", layout="wide", initial_sidebar_state=sidebar_state())
 
 HERE = Path(__file__).resolve().parent
 # (file in pages/, text key of its title, icon); a page appears once its file exists.
@@ -21,4 +25,12 @@ PAGES = [
 
 pages = [st.Page(str(HERE / "pages" / name), title=t(key), icon=icon, url_path=name[:-3])
          for name, key, icon in PAGES if (HERE / "pages" / name).is_file()]
-st.navigation(pages).run()
+page = st.navigation(pages)
+url_memory.restore_settings(page.url_path)
+try:
+    presentation_controls()
+    if not presenting():
+        guided_tour()
+    page.run()
+finally:
+    url_memory.remember()

@@ -17,6 +17,25 @@ LANGUAGES = {"en": "English", "zh": "中文"}
 DEFAULT_LANGUAGE = "en"
 
 
+def _run_every_page_through_app_py() -> None:
+    """Leave Streamlit's old-style multipage mode if this server process started in it.
+
+    Streamlit treats a folder named pages/ as an old-style multipage app until app.py
+    calls st.navigation. If the first visitor of a fresh server opens a page address
+    (`/interview`), the page file runs on its own: no frame, no presentation switch,
+    old page titles, for every later visitor too. Every page imports this module, so on
+    its first import switch the mode off and run again, through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory and st.runtime.exists():
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_run_every_page_through_app_py()
+
+
 @lru_cache(maxsize=None)
 def texts(lang: str) -> dict:
     """All texts of one language, flattened to 'section.key' -> text."""

@@ -1,0 +1,97 @@
+"""Texts per language: the same keys and placeholders everywhere, and no Chinese text left in English."""
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXTS = ROOT / "assets" / "texts"
+LANGS = ("en", "zh")
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+# Latin words a Chinese text may keep as they are: names, units and the field's own terms.
+KEEP_LATIN = {
+    "decodescope", "token", "tokens", "id", "ids", "logit", "logits", "softmax", "top", "k", "p", "min", "kv",
+    "beam", "beams", "gumbel", "embedding", "json", "html", "url", "nats", "mb", "kb", "gb", "smollm2", "instruct",
+    "hugging", "face", "hf", "gpt", "llama", "vllm", "pagedattention", "straight", "through", "one", "hot",
+    "teacher", "forcing", "exposure", "bias", "scheduled", "sampling", "transformer", "e", "i", "n", "x",
+    "language", "bos", "eos", "pad", "chatml", "safetensors", "gguf", "csv", "png", "svg", "pytorch", "torch",
+    "argmax", "arg", "max", "tau", "q", "v", "cpu", "gpu", "ram", "api", "ok",
+}
+
+
+def _load(lang: str, section: str) -> dict:
+    return json.loads((TEXTS / lang / f"{section}.json").read_text(encoding="utf-8"))
+
+
+def _sections(lang: str) -> set[str]:
+    return {p.stem for p in (TEXTS / lang).glob("*.json")}
+
+
+SECTIONS = sorted(_sections("en") | _sections("zh"))
+
+
+def _placeholders(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def test_every_language_has_the_same_sections():
+    assert _sections("en") == _sections("zh")
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_every_key_exists_in_every_language(section):
+    keys = {lang: set(_load(lang, section)) if (TEXTS / lang / f"{section}.json").is_file() else set()
+            for lang in LANGS}
+    missing = {lang: sorted(set().union(*keys.values()) - own) for lang, own in keys.items()}
+    assert not any(missing.values()), f"{section}: keys missing per language: {missing}"
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_texts_are_nonempty_strings_with_the_same_placeholders(section):
+    en, zh = _load("en", section), _load("zh", section)
+    for key in set(en) & set(zh):
+        assert isinstance(en[key], str) and en[key].strip(), f"en {section}.{key} is empty or not a string"
+        assert isinstance(zh[key], str) and zh[key].strip(), f"zh {section}.{key} is empty or not a string"
+        assert _placeholders(en[key]) == _placeholders(zh[key]), f"{section}.{key}: placeholders differ"
+
+
+def _untranslated_words(zh: str) -> list[str]:
+    """Latin words in a Chinese text that has no Chinese in it at all (placeholders and markup removed)."""
+    if CJK.search(zh):
+        return []
+    bare = re.sub(r"\{[^}]*\}|`[^`]*`|https?://\S+|\$[^$]*\$", " ", zh)
+    return [w for w in re.findall(r"[A-Za-z]+", bare) if w.lower() not in KEEP_LATIN]
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_chinese_texts_are_not_still_english(section):
+    en, zh = _load("en", section), _load("zh", section)
+    still_english = {}
+    for key, text in zh.items():
+        words = _untranslated_words(text)
+        copied = text == en.get(key) and len(re.findall(r"[A-Za-z]{2,}", text)) >= 3 and not CJK.search(text)
+        if words or copied:
+            still_english[key] = text
+    assert not still_english, f"zh {section}: texts still in English: {still_english}"
+
+
+def test_the_english_check_catches_an_untranslated_text():
+    assert _untranslated_words("Loading the model…") == ["Loading", "the", "model"]
+    assert _untranslated_words("正在加载 {name}…") == []
+    assert _untranslated_words("KV · top-k") == []
+
+
+LITERAL_KEY = re.compile(r"""\bt\(\s*["']([a-z_]+\.[A-Za-z0-9_]+)["']\s*[,)]""")
+
+
+def test_every_literal_key_used_in_the_code_has_an_english_text():
+    known = {f"{s}.{k}" for s in _sections("en") for k in _load("en", s)}
+    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]
+    files = [f for f in files if f.name != "i18n.py"]      # its docstring shows the call with a made-up key
+    used = {(f.name, key) for f in files for key in LITERAL_KEY.findall(f.read_text(encoding="utf-8"))}
+    missing = sorted(f"{name}: {key}" for name, key in used if key not in known)
+    assert not missing, f"keys used in code but missing from assets/texts/en: {missing}"

@@ -1,0 +1,67 @@
+"""Presentation mode: large type, the sidebar folded away, figures as wide as the screen.
+
+A teacher turns it on in the sidebar; the choice is kept in the URL (`?present=1`) so the
+classroom view can be bookmarked. The stylesheet below is a constant: no user text and
+no token text is ever passed through unsafe HTML.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.i18n import t
+from ui.session import sync_url, url_value
+
+KEY = "present"
+
+# Bigger text and controls, no width cap on the page, figures stretched to the column.
+STYLESHEET = """
+<style>
+[data-testid="stMain"] .block-container { max-width: 100%; padding-left: 2.5rem; padding-right: 2.5rem; }
+[data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
+[data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.6; }
+[data-testid="stMain"] h1 { font-size: 3rem; }
+[data-testid="stMain"] h2 { font-size: 2.3rem; }
+[data-testid="stMain"] h3 { font-size: 1.8rem; }
+[data-testid="stMain"] [data-testid="stMetricValue"] { font-size: 2.6rem; }
+[data-testid="stMain"] .stButton button, [data-testid="stMain"] .stPageLink a {
+  min-height: 3.4rem; font-size: 1.3rem; padding: 0.5rem 1.4rem; }
+[data-testid="stMain"] .stButton button p, [data-testid="stMain"] .stPageLink a p { font-size: 1.3rem; }
+[data-testid="stMain"] [data-testid="stPlotlyChart"], [data-testid="stMain"] .stPlotlyChart { width: 100% !important; }
+[data-testid="stMain"] code { font-size: 1.15rem; }
+</style>
+"""
+
+# Keyboard shortcuts for stepping controls, shared by every page that steps through a decode.
+SHORTCUTS = {"first": "Home", "back": "Left", "next": "Right", "last": "End", "play": "Space"}
+
+
+def presenting() -> bool:
+    """Whether presentation mode is on (session first, then the URL)."""
+    return bool(url_value(KEY, False, bool))
+
+
+def sidebar_state() -> str:
+    """The initial sidebar state for st.set_page_config."""
+    return "collapsed" if presenting() else "auto"
+
+
+def shortcut(action: str) -> str:
+    """The keyboard shortcut for a stepping action ('first', 'back', 'next', 'last', 'play')."""
+    return SHORTCUTS[action]
+
+
+def _leave() -> None:
+    # Forget the switch's state rather than setting it, so the switch re-reads the URL.
+    st.session_state.pop(KEY, None)
+    st.query_params[KEY] = "0"
+
+
+def presentation_controls() -> bool:
+    """The sidebar switch, and in presentation mode the stylesheet and a way out. Returns whether on."""
+    on = st.sidebar.toggle(t("present.toggle"), value=presenting(), key=KEY, help=t("present.toggle_help"))
+    sync_url(**{KEY: on})
+    if on:
+        st.markdown(STYLESHEET, unsafe_allow_html=True)
+        st.caption(t("present.active_hint"))
+        st.button(t("present.exit"), key="present_exit", icon="🖥️", on_click=_leave)
+    return on

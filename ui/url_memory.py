@@ -1,0 +1,45 @@
+"""Keep the URL settings when the user moves to another page.
+
+Streamlit clears the query string on a page switch and forgets the values of widgets
+that were not on the new page. Without help, a visitor who chose 中文 on one page would
+be back in English on the next. So the frame remembers the query string of every run
+and, after a switch, writes back what the new address left out:
+
+- interface choices (language, presentation mode, tour dismissed) always come back;
+- the other settings come back only when the switch carried no settings of its own
+  (the sidebar menu). A link that opens a page with settings gets exactly those.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+INTERFACE_KEYS = ("lang", "present", "tour")
+_MEMORY = "_url_memory"     # the query string at the end of the last run
+_PAGE = "_url_page"         # the page of the last run
+
+
+def restore_interface() -> None:
+    """Put back interface choices the address lost (run before any text is looked up)."""
+    memory = st.session_state.get(_MEMORY, {})
+    for key in INTERFACE_KEYS:
+        if key not in st.query_params and key in memory:
+            st.query_params[key] = memory[key]
+
+
+def restore_settings(page: str) -> None:
+    """After a switch to `page` that carried no settings, bring back the previous ones."""
+    previous = st.session_state.get(_PAGE)
+    st.session_state[_PAGE] = page
+    if previous is None or previous == page:
+        return
+    carried = set(st.query_params) - set(INTERFACE_KEYS)
+    if carried:
+        return      # a link with its own settings: honour it exactly
+    for key, value in st.session_state.get(_MEMORY, {}).items():
+        if key not in st.query_params:
+            st.query_params[key] = value
+
+
+def remember() -> None:
+    """Record the query string of this run (call when the page has finished, even if it stopped)."""
+    st.session_state[_MEMORY] = st.query_params.to_dict()
