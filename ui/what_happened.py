@@ -206,8 +206,10 @@ def _replay_result(loop, without: dict, kept: dict, step: int) -> None:
         found = summary["loop"]
         state = (t("explain.replay_loops", step=found["start"] + 1) if found is not None
                  else t("explain.replay_no_loop"))
-        st.markdown(f"- **{t('explain.' + key, step=step + 1)}**: {state} — "
-                    f"{for_markdown(visible(summary['text'][:160]))}")
+        if summary["parts_at"] is not None:
+            state += t("explain.replay_parts", step=summary["parts_at"] + 1)
+        text = summary["text"][:200].replace("\r\n", "\n").replace("\n", " ⏎ ")
+        st.markdown(f"- **{t('explain.' + key, step=step + 1)}**: {state}  \n{for_markdown(text)}")
     verdict = _verdict(loop is not None, without["loop"] is not None, kept["loop"] is not None)
     st.info(t(f"explain.verdict_{verdict}", step=step + 1))
 
