@@ -1,0 +1,175 @@
+"""The beam tree recorded by the search: root at the left, one column per step.
+
+Every continuation the search ranked is a node. Within a column, nodes are ordered by
+their parent's position and then by rank, so no two edges cross. Kept nodes are solid,
+pruned ones faint, finished (EOS / length) hypotheses are diamonds, and the best
+sequence is traced in a strong colour. Colour = cumulative logprob. Past `collapse_above`
+nodes, the pruned children of each parent fold into one "+n pruned" marker.
+"""
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from .beam_rerank import score
+from .labels import for_plotly
+
+BEST = "#e45756"
+EDGE = "rgba(128,128,128,0.55)"
+EDGE_PRUNED = "rgba(128,128,128,0.2)"
+COLOURSCALE = "Viridis"
+
+WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 0 is the prompt)",
+         "y": "hypotheses (grouped under their parent, best rank first)", "kept": "kept (running beam)",
+         "pruned": "pruned", "finished": "finished hypothesis", "best": "best sequence", "collapsed": "pruned (folded)",
+         "colour": "cumulative<br>logprob", "prompt": "prompt", "token": "token", "step": "step",
+         "logprob": "step logprob", "cum": "cumulative logprob", "score": "score", "rank": "rank", "beam": "from beam",
+         "status": "status"}
+
+
+def best_path(trace, node_id: int | None = None) -> list:
+    """Node ids from the root to node_id (default: the best sequence's leaf)."""
+    target = trace.best.node_id if node_id is None else node_id
+    if target is None or not trace.nodes:
+        return []
+    graph = trace.graph()
+    root = next(n.id for n in trace.nodes if n.parent is None)
+    try:
+        return nx.shortest_path(graph, root, target)
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        return []
+
+
+def _fmt(x: float) -> str:
+    return "−∞" if x is None or math.isinf(x) else f"{x:.3f}".replace("-", "−")
+
+
+def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float | None = None,
+                     collapse_above: int = 600, labels_up_to: int = 24, texts: dict | None = None) -> go.Figure:
+    """The tree up to `upto_step` (default: all). Scores in the hover use `length_penalty`
+    (default: the search's own)."""
+    words = dict(WORDS, **(texts or {}))
+    lp = trace.config.length_penalty if length_penalty is None else length_penalty
+    last = max((n.step for n in trace.nodes), default=-1)
+    upto = last if upto_step is None else min(upto_step, last)
+    nodes = [n for n in trace.nodes if n.step <= upto]
+    root = next((n for n in nodes if n.parent is None), None)
+    fig = go.Figure()
+    if root is None:
+        fig.update_layout(title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=0)))
+        return fig
+    collapse = len(nodes) > collapse_above
+    show_labels = upto + 1 <= labels_up_to
+
+    # the path to highlight: the best sequence once the search is shown to its end,
+    # else the best running beam at the shown step
+    if upto >= last:
+        highlight = set(best_path(trace))
+    else:
+        running = trace.steps[upto].beam_node_ids if upto < len(trace.steps) else []
+        highlight = set(best_path(trace, running[0])) if running else set()
+
+    # ---- layout: y per node, column by column --------------------------------------------
+    y = {root.id: 0.0}
+    by_step: dict = {}
+    for n in nodes:
+        if n.parent is not None:
+            by_step.setdefault(n.step, []).append(n)
+    folded = []       # (x, y, parent id, [pruned nodes])
+    max_rows = 1
+    for t in range(0, upto + 1):
+        column = by_step.get(t, [])
+        if collapse:
+            shown = [n for n in column if n.status != "pruned" or n.id in highlight]
+            groups: dict = {}
+            for n in column:
+                if n.status == "pruned" and n.id not in highlight:
+                    groups.setdefault(n.parent, []).append(n)
+            items = [(y.get(n.parent, 0.0), n.rank, n) for n in shown]
+            items += [(y.get(p, 0.0), min(c.rank for c in kids), ("fold", p, kids)) for p, kids in groups.items()]
+        else:
+            items = [(y.get(n.parent, 0.0), n.rank, n) for n in column]
+        items.sort(key=lambda item: (item[0], item[1]))
+        max_rows = max(max_rows, len(items))
+        for i, (_, _, item) in enumerate(items):
+            pos = i - (len(items) - 1) / 2
+            if isinstance(item, tuple):
+                folded.append((t + 1, pos, item[1], item[2]))
+            else:
+                y[item.id] = pos
+
+    # ---- edges ------------------------------------------------------------------------------
+    by_id = {n.id: n for n in nodes}
+    lines = {"kept": ([], []), "pruned": ([], []), "best": ([], [])}
+    for n in nodes:
+        if n.parent is None or n.id not in y:
+            continue
+        kind = "best" if n.id in highlight else ("pruned" if n.status == "pruned" else "kept")
+        xs, ys = lines[kind]
+        xs += [by_id[n.parent].step + 1, n.step + 1, None]
+        ys += [y[n.parent], y[n.id], None]
+    for x, pos, parent, _ in folded:
+        xs, ys = lines["pruned"]
+        xs += [x - 1, x, None]
+        ys += [y.get(parent, 0.0), pos, None]
+    fig.add_scatter(x=lines["pruned"][0], y=lines["pruned"][1], mode="lines", line=dict(color=EDGE_PRUNED, width=1),
+                    hoverinfo="skip", showlegend=False)
+    fig.add_scatter(x=lines["kept"][0], y=lines["kept"][1], mode="lines", line=dict(color=EDGE, width=1.5),
+                    hoverinfo="skip", showlegend=False)
+    fig.add_scatter(x=lines["best"][0], y=lines["best"][1], mode="lines", line=dict(color=BEST, width=4),
+                    name=words["best"], hoverinfo="skip")
+
+    # ---- nodes ------------------------------------------------------------------------------
+    drawn = [n for n in nodes if n.parent is not None and n.id in y]
+    finite = [n.cum_logprob for n in drawn if n.cum_logprob is not None and math.isfinite(n.cum_logprob)]
+    cmin, cmax = (min(finite), max(finite)) if finite else (-1.0, 0.0)
+    if cmin == cmax:
+        cmin -= 1.0
+
+    def hover(n) -> str:
+        s = score(n.cum_logprob, n.length, lp)
+        return (f"<b>{for_plotly(n.text)}</b><br>{words['step']} {n.step + 1} · {words['status']}: {words.get(n.status, n.status)}"
+                f"<br>{words['logprob']}: {_fmt(n.logprob)}<br>{words['cum']}: {_fmt(n.cum_logprob)}"
+                f"<br>{words['score']} = cum / length^lp = {_fmt(n.cum_logprob)} / {n.length}^{lp:g} = {_fmt(s)}"
+                f"<br>{words['rank']} {n.rank} · {words['beam']} {n.beam}")
+
+    styles = (("kept", "circle", 11, 1.0), ("pruned", "circle", 7, 0.3), ("finished", "diamond", 14, 1.0))
+    first = True
+    for status, symbol, size, opacity in styles:
+        group = [n for n in drawn if n.status == status]
+        if not group:
+            continue
+        fig.add_scatter(
+            x=[n.step + 1 for n in group], y=[y[n.id] for n in group], mode="markers+text" if show_labels and
+            status != "pruned" else "markers", name=words[status],
+            text=[for_plotly(n.text) for n in group] if show_labels and status != "pruned" else None,
+            textposition="top center", textfont=dict(size=10),
+            marker=dict(symbol=symbol, size=size, opacity=opacity, color=[n.cum_logprob for n in group],
+                        colorscale=COLOURSCALE, cmin=cmin, cmax=cmax,
+                        line=dict(width=2 if status == "finished" else 0.5, color=BEST if status == "finished" else "#777"),
+                        showscale=first, colorbar=dict(title=dict(text=words["colour"]), x=1.02) if first else None),
+            hovertext=[hover(n) for n in group], hoverinfo="text")
+        first = False
+    if folded:
+        fig.add_scatter(x=[f[0] for f in folded], y=[f[1] for f in folded], mode="markers", name=words["collapsed"],
+                        marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="rgba(128,128,128,0.8)")),
+                        hovertext=[f"+{len(kids)} {words['pruned']}: " + ", ".join(
+                            f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8]) for _, _, _, kids in folded],
+                        hoverinfo="text")
+    fig.add_scatter(x=[0], y=[0], mode="markers+text", name=words["prompt"], text=[words["prompt"]],
+                    textposition="middle left", marker=dict(symbol="square", size=12, color="#888"),
+                    hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
+
+    height = int(min(max(380, 34 * max_rows + 160), 900))
+    fig.update_layout(
+        title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1)),
+        xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 1.6],
+                   zeroline=False),
+        yaxis=dict(title=dict(text=words["y"]), showticklabels=False, zeroline=False, showgrid=False,
+                   autorange="reversed"),   # rank 1 on top
+        height=height, margin=dict(l=60, r=30, t=70, b=60), hovermode="closest",
+        legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
+    )
+    return fig

@@ -1,0 +1,78 @@
+"""Strategies side by side: each lane's cumulative logprob per step, and where it parts from greedy."""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from .labels import for_plotly
+
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
+
+
+def token_logprobs(trace) -> list:
+    """(step index, token text, logprob) of the trace's first sequence (the best beam for beam search)."""
+    if trace.nodes and trace.best.node_id is not None:
+        by_id = {n.id: n for n in trace.nodes}
+        path, node = [], by_id.get(trace.best.node_id)
+        while node is not None and node.parent is not None:
+            path.append((node.step, node.text, node.logprob))
+            node = by_id.get(node.parent)
+        return path[::-1]
+    out = []
+    for step in trace.steps:
+        chosen = step.chosen_ids[0]
+        cand = next((c for c in step.candidates if c.token_id == chosen), None)
+        out.append((step.index, step.chosen_texts[0], cand.logprob if cand else float("nan")))
+    return out
+
+
+def token_ids(trace) -> list:
+    """Generated token ids of the trace's first sequence."""
+    if trace.nodes and trace.best.node_id is not None:
+        return list(trace.best.token_ids)
+    return [s.chosen_ids[0] for s in trace.steps]
+
+
+def first_difference(a: list, b: list) -> int | None:
+    """First step where two token sequences differ (a shorter one ends = differs); None if identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: int | None = None,
+                 texts: dict | None = None) -> go.Figure:
+    """lanes: [(name, trace)]; part_steps: name -> step where the lane parts from greedy (marked ✕)."""
+    words = {"title": "Cumulative logprob of each strategy's text", "x": "step", "y": "cumulative logprob (nats)",
+             "parts": "parts from greedy"}
+    words.update(texts or {})
+    part_steps = part_steps or {}
+    fig = go.Figure()
+    for i, (name, trace) in enumerate(lanes):
+        colour = PALETTE[i % len(PALETTE)]
+        points = token_logprobs(trace)
+        xs, ys, hover, total = [], [], [], 0.0
+        for step, text, logprob in points:
+            total += logprob if logprob is not None and math.isfinite(logprob) else 0.0
+            xs.append(step + 1)
+            ys.append(total)
+            hover.append(f"{for_plotly(name)} · {words['x']} {step + 1}<br><b>{for_plotly(text)}</b>"
+                         f"<br>logprob {logprob:.3f}<br>{words['y']} {total:.3f}")
+        fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=for_plotly(name), line=dict(color=colour, width=2),
+                        marker=dict(size=5), hovertext=hover, hoverinfo="text")
+        part = part_steps.get(name)
+        if part is not None and part < len(ys):
+            fig.add_scatter(x=[xs[part]], y=[ys[part]], mode="markers", showlegend=False,
+                            marker=dict(symbol="x", size=14, color=colour, line=dict(width=2, color=colour)),
+                            hovertext=[f"{for_plotly(name)}: {words['parts']} ({words['x']} {part + 1})"],
+                            hoverinfo="text")
+    if highlight_step is not None:
+        fig.add_vline(x=highlight_step + 1, line=dict(color="rgba(128,128,128,0.6)", dash="dot"))
+    fig.update_layout(title=dict(text=words["title"]), height=380, margin=dict(l=60, r=30, t=60, b=50),
+                      xaxis=dict(title=dict(text=words["x"]), dtick=1 if max((len(t.steps) for _, t in lanes),
+                                                                             default=0) <= 30 else 5),
+                      yaxis=dict(title=dict(text=words["y"])), hovermode="closest",
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+    return fig

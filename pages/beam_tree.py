@@ -1,0 +1,131 @@
+"""Page: the beam tree recorded by the search, grown step by step, re-ranked live by the length penalty."""
+import time
+
+import pandas as pd
+import streamlit as st
+
+from engine import DecodeScopeError
+from engine.beam import BeamSearch
+from figures.beam_rerank import rerank
+from figures.beam_tree import beam_tree_figure
+from figures.labels import visible
+from ui.export import export_bar, trace_upload
+from ui.i18n import t
+from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.strategy import make_config
+
+S = st.session_state
+PLAY_SECONDS = 0.7
+
+st.title(t("beam.title"))
+st.caption(t("beam.intro"))
+settings = shared_sidebar()
+copy_link_control()
+with st.expander(t("export.open_trace"), icon="📂"):
+    uploaded = trace_upload("beam_upload")
+
+# ---- the search: an uploaded trace, or a search on the shared model -------------------------
+if uploaded is not None:
+    model_facts_panel(uploaded.model_facts)
+    if not uploaded.nodes:
+        st.error(t("beam.upload_no_tree", strategy=uploaded.config.strategy))
+        st.stop()
+    trace = uploaded
+else:
+    if "beam_search_lp" not in S:
+        S["beam_search_lp"] = min(max(url_value("length_penalty", 1.0, float), -2.0), 3.0)
+    cols = st.columns(3)
+    beams = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
+                           value=min(max(url_value("num_beams", 4, int), 1), 8), help=t("step.num_beams_help"))
+    early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
+                           value=url_value("early_stopping", False, bool), help=t("beam.early_stopping_help"))
+    cols[2].metric(t("beam.search_lp"), f"{S['beam_search_lp']:g}", help=t("beam.search_lp_help"))
+    lm = get_lm(settings.model)
+    if lm is None:
+        st.stop()
+    model_facts_panel(lm.facts)
+    values = {"strategy": "beam", "num_beams": beams, "length_penalty": S["beam_search_lp"]}
+    try:
+        config = make_config(settings, values, early_stopping=early).validate(lm.facts.vocab_size)
+        key = (lm.name, settings.prompt, config)
+        if S.get("beam_key") != key:
+            with st.spinner(t("beam.searching", beams=beams)):
+                S["beam_trace"] = BeamSearch(lm, settings.prompt, config).run()
+            S["beam_key"] = key
+            S.pop("beam_upto", None)
+    except DecodeScopeError as exc:
+        st.error(str(exc))
+        st.stop()
+    trace = S["beam_trace"]
+    sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
+
+# ---- grow the tree: a step slider and Play ----------------------------------------------------
+last = len(trace.steps)
+playing = S.get("beam_playing", False)
+if "beam_upto" not in S or S["beam_upto"] > last:
+    S["beam_upto"] = last
+if playing:
+    if S["beam_upto"] >= last:
+        S["beam_playing"] = playing = False
+    else:
+        S["beam_upto"] += 1
+
+
+def _toggle_play():
+    S["beam_playing"] = not S.get("beam_playing", False)
+    if S["beam_playing"] and S.get("beam_upto", last) >= last:
+        S["beam_upto"] = 1          # play from the start
+
+
+cols = st.columns([1, 5])
+cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", icon="⏸" if playing else "⏯",
+               on_click=_toggle_play, width="stretch", help=t("beam.play_help"))
+if last > 1:
+    cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
+upto = S["beam_upto"]
+
+# ---- the length penalty: re-rank live from the recorded scores -------------------------------
+live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
+                    value=min(max(url_value("rerank_lp", trace.config.length_penalty, float), -2.0), 3.0),
+                    help=t("beam.rerank_lp_help"))
+if uploaded is None:
+    sync_url(rerank_lp=live_lp)
+
+fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts={
+    "title": t("beam.fig_title"), "x": t("beam.fig_x"), "y": t("beam.fig_y"), "kept": t("beam.fig_kept"),
+    "pruned": t("beam.fig_pruned"), "finished": t("beam.fig_finished"), "best": t("beam.fig_best"),
+    "collapsed": t("beam.fig_collapsed"), "colour": t("beam.fig_colour"), "prompt": t("beam.fig_prompt"),
+    "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
+    "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"), "status": t("beam.fig_status")})
+st.plotly_chart(fig, key="beam_chart", width="stretch")
+st.caption(t("beam.legend_note"))
+
+# ---- the final hypotheses, ranked under the live length penalty -------------------------------
+ranking = rerank(trace, live_lp)
+st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
+st.caption(t("beam.formula"))
+rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): visible(h.text), t("beam.col_length"): h.length,
+         t("beam.col_cum"): round(h.cum_logprob, 4),
+         t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
+         t("beam.col_in_set"): "✅" if h.in_set else "",
+         t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
+        for i, h in enumerate(ranking.hypotheses)]
+if rows:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="beam_table")
+else:
+    st.info(t("beam.no_hypotheses"))
+if ranking.needs_new_search:
+    reason = t("beam.changed_stop") if ranking.stop_changed else t("beam.changed_set")
+    st.warning(t("beam.needs_search", lp=f"{live_lp:g}", reason=reason))
+    if uploaded is None and st.button(t("beam.new_search", lp=f"{live_lp:g}"), key="beam_new_search", icon="🔁"):
+        S["beam_search_lp"] = live_lp
+        st.rerun()
+elif abs(live_lp - trace.config.length_penalty) > 1e-9:
+    st.success(t("beam.same_survivors", lp=f"{live_lp:g}"))
+
+st.divider()
+export_bar(trace, fig, "beam-tree", key="beam_export")
+
+if playing:
+    time.sleep(PLAY_SECONDS)
+    st.rerun()

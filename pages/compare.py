@@ -1,0 +1,148 @@
+"""Page: the same prompt and seed through several strategies, lane by lane."""
+import streamlit as st
+
+from engine import DecodeScopeError
+from engine.decode import decode  # the function (`engine.decode` turns into the submodule once imported)
+from figures.compare import first_difference, lanes_figure, token_ids
+from figures.labels import for_markdown
+from ui.export import export_bar, trace_upload
+from ui.i18n import t
+from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.strategy import make_config
+from ui.token_view import legend_html, token_html, tokens_of
+
+S = st.session_state
+LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
+DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
+CACHE_SIZE = 24
+
+st.title(t("compare.title"))
+st.caption(t("compare.intro"))
+settings = shared_sidebar()
+copy_link_control()
+with st.expander(t("export.open_trace"), icon="📂"):
+    uploaded = trace_upload("cmp_upload")
+
+# ---- which lanes, with which parameters -------------------------------------------------------
+url_lanes = [x for x in str(url_value("lanes", ",".join(DEFAULT_LANES))).split(",") if x in LANES]
+if "cmp_lanes" not in S:
+    S["cmp_lanes"] = url_lanes or list(DEFAULT_LANES)
+chosen = st.multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
+                        help=t("compare.lanes_help"))
+with st.expander(t("compare.lane_settings")):
+    cols = st.columns(4)
+    top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=max(1, url_value("cmp_top_k", 40, int)))
+    top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
+                           value=min(max(url_value("cmp_top_p", 0.9, float), 0.05), 1.0))
+    temperature = cols[2].slider(t("step.temperature"), 0.1, 3.0, step=0.1, key="cmp_temperature",
+                                 value=min(max(url_value("cmp_temperature", 0.7, float), 0.1), 3.0))
+    beams = cols[3].slider(t("step.num_beams"), 2, 8, key="cmp_beams",
+                           value=min(max(url_value("cmp_beams", 4, int), 2), 8))
+sync_url(lanes=",".join(chosen), cmp_top_k=top_k, cmp_top_p=top_p, cmp_temperature=temperature, cmp_beams=beams)
+LANE_SETTINGS = {
+    "greedy": dict(strategy="greedy"),
+    "beam": dict(strategy="beam", num_beams=beams),
+    "top_k": dict(strategy="sample", top_k=top_k),
+    "top_p": dict(strategy="sample", top_p=top_p),
+    "temperature": dict(strategy="sample", temperature=temperature),
+    "soft": dict(strategy="soft"),
+}
+
+
+def lane_name(lane: str) -> str:
+    return t(f"compare.name_{lane}", k=top_k, p=f"{top_p:g}", temp=f"{temperature:g}", beams=beams)
+
+
+# ---- run the lanes (each result cached per session) --------------------------------------------
+lanes = []          # (key, display name, trace)
+if chosen or uploaded is not None:
+    lm = None
+    if chosen:
+        lm = get_lm(settings.model)
+        if lm is None:
+            st.stop()
+        model_facts_panel(lm.facts)
+    cache = S.setdefault("cmp_cache", {})
+    needed = list(chosen)
+    if "greedy" not in needed and needed:
+        needed.append("greedy")          # the reference every lane is compared with
+    for lane in needed:
+        try:
+            config = make_config(settings, {"top_n": 20}, **LANE_SETTINGS[lane]).validate(lm.facts.vocab_size)
+            key = (lm.name, settings.prompt, config)
+            if key not in cache:
+                with st.spinner(t("compare.running", lane=lane_name(lane))):
+                    cache[key] = decode(lm, settings.prompt, config)
+                while len(cache) > CACHE_SIZE:
+                    cache.pop(next(iter(cache)))
+            lanes.append((lane, lane_name(lane), cache[key]))
+        except DecodeScopeError as exc:
+            st.error(f"{lane_name(lane)}: {exc}")
+    if uploaded is not None:
+        lanes.append(("uploaded", t("compare.name_uploaded", strategy=uploaded.config.strategy), uploaded))
+else:
+    st.info(t("compare.pick_one"))
+    st.stop()
+
+greedy = next((tr for key, _, tr in lanes if key == "greedy"), None)
+shown = [(key, name, tr) for key, name, tr in lanes if key in chosen or key == "uploaded"]
+parts = {name: (first_difference(token_ids(greedy), token_ids(tr)) if greedy is not None and key != "greedy" else None)
+         for key, name, tr in shown}
+
+longest = max((len(tr.steps) for _, _, tr in shown), default=1)
+highlight = None
+if "cmp_step_pending" in S:            # a jump asked for by the "What happened?" panel
+    S["cmp_step"] = S.pop("cmp_step_pending")
+if longest > 1:
+    if S.get("cmp_step", 1) > longest:
+        S["cmp_step"] = longest
+    highlight = st.slider(t("compare.highlight"), 1, longest, key="cmp_step", help=t("compare.highlight_help")) - 1
+
+fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
+    "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
+st.plotly_chart(fig, key="cmp_chart", width="stretch")
+
+mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
+                format_func=lambda m: t(f"step.colour_{m}"))
+words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
+         "parts": t("compare.hover_parts")}
+st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"), "top1": t("step.legend_top1"),
+                           "top10": t("step.legend_top10"), "top100": t("step.legend_top100"),
+                           "beyond": t("step.legend_beyond")}))
+for key, name, tr in shown:
+    with st.container(border=True, key=f"cmp_lane_{key}"):
+        steps = [s for s in tr.steps]
+        entropy = sum(s.entropy for s in steps) / len(steps) if steps else float("nan")
+        part = parts.get(name)
+        if key == "greedy":
+            part_text = t("compare.is_reference")
+        elif greedy is None:
+            part_text = t("compare.no_reference")
+        elif part is None:
+            part_text = t("compare.same_as_greedy")
+        else:
+            part_text = t("compare.parts_at", step=part + 1)
+        st.markdown(f"**{for_markdown(name)}** · {t('compare.total_logprob')} **{tr.best.cum_logprob:.2f}** · "
+                    f"{t('compare.mean_entropy')} **{entropy:.2f}** nats · {part_text}")
+        st.html(token_html(tokens_of(tr), mode=mode, mark_step=part, current_step=highlight, words=words))
+        if key == "beam":
+            st.caption(t("compare.beam_note"))
+
+# ---- what happened (if the panel exists) for one lane, share and export ------------------------
+try:
+    from ui.what_happened import render_what_happened
+except ImportError:
+    render_what_happened = None
+if render_what_happened is not None and shown:
+    names = [name for _, name, _ in shown]
+    focus = st.selectbox(t("compare.explain_lane"), names, key="cmp_explain_lane")
+    focus_trace = next(tr for _, name, tr in shown if name == focus)
+    jump = render_what_happened(focus_trace, key_prefix="cmp_wh")
+    if jump is not None and longest > 1 and jump + 1 != S.get("cmp_step"):
+        S["cmp_step_pending"] = min(max(int(jump) + 1, 1), longest)
+        st.rerun()
+
+st.divider()
+focus_name = st.selectbox(t("compare.export_lane"), [name for _, name, _ in shown], key="cmp_export_lane")
+export_trace = next((tr for _, name, tr in shown if name == focus_name), None)
+export_bar(export_trace, fig, "compare", key="cmp_export")
