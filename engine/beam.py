@@ -108,7 +108,9 @@ class BeamSearch:
 
         # the tree: every one of the K continuations becomes a node
         kept_positions = set(running_pick.tolist())
-        entered_done = {int(i) - B for i in merged_pick if int(i) >= B}
+        # only real hits enter: in float32, score + NEG ties with the empty slots' NEG, so topk
+        # may pick a non-hit continuation to fill an empty slot; it must stay empty (and pruned)
+        entered_done = {int(i) - B for i in merged_pick if int(i) >= B and bool(just_done[int(i) - B])}
         node_ids = []
         for pos in range(K):
             beam, token = int(top_beam[pos]), int(top_token[pos])
@@ -125,7 +127,7 @@ class BeamSearch:
                       for p in range(K)]
         new_done = []
         for i in merged_pick.tolist():
-            new_done.append(self.done[i] if i < B else candidates[i - B])
+            new_done.append(self.done[i] if i < B else (candidates[i - B] if (i - B) in entered_done else None))
         self.done = new_done
         self.done_scores = merged_scores[merged_pick]
         self.done_flags = torch.cat((self.done_flags, just_done))[merged_pick]
