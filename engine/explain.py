@@ -111,12 +111,11 @@ def with_findings(trace, **rule):
 
 
 def findings_of(trace, **rule) -> dict:
-    """The stored findings when they were made with this rule, else freshly computed ones."""
-    stored = trace.findings.get(FINDINGS_KEY) if isinstance(trace.findings, dict) else None
-    fresh_rule = default_rule() | rule
-    if (isinstance(stored, dict) and stored.get("version") == FINDINGS_VERSION
-            and stored.get("rule") == fresh_rule and len(stored.get("sequences", ())) == len(trace.sequences)):
-        return stored
+    """The findings of `trace` under `rule`, always computed afresh.
+
+    Findings stored in a trace file are for readers of the file; a file may be hand-edited
+    or written by another version, so what is shown is recomputed from the steps.
+    """
     return explain(trace, **rule)
 
 

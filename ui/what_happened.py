@@ -3,8 +3,10 @@
 `render_what_happened(trace, key_prefix)` draws the panel and returns the step index
 (0-based) whose button was clicked on this run, else None; the page moves its cursor there.
 Steps are shown 1-based, like the step-by-step slider. `flagged_steps(trace)` gives the
-steps the coloured text can outline. The findings come from engine.explain (stored ones
-are reused). The replay runs two greedy decodes with the run's own tokens forced:
+steps the coloured text can outline. The findings come from engine.explain, recomputed
+from the steps (findings stored in an uploaded file are not trusted).
+
+The replay runs two greedy decodes with the run's own tokens forced:
   - "without the pick": steps before k forced, greedy chooses at k and after;
   - "keeping the pick": steps 0..k forced, greedy after.
 If the loop appears with the pick and not without it, the pick led to it; if both loop,
@@ -75,7 +77,7 @@ def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
         if trace.nodes:
             st.caption(t("explain.rule_beam"))
 
-    _replay_section(trace, sequence, events, key_prefix, lm)
+    _replay_section(trace, sequence, found, events, key_prefix, lm)
     return jump
 
 
@@ -155,14 +157,13 @@ def _p(value) -> str:
 
 
 # ---- replay from a flagged step --------------------------------------------------------
-def _replay_section(trace, sequence: int, events: list, key_prefix: str, lm) -> None:
+def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix: str, lm) -> None:
     S = st.session_state
     candidates = sorted({e["step"] for e in events if e["kind"] in REPLAY_KINDS})
     if not candidates:
         return
     st.markdown(f"**{t('explain.replay_title')}**")
     st.caption(t("explain.replay_intro"))
-    found = findings_of(trace)["sequences"][sequence]
     loop = found["loop"]
     # default: the last unlikely pick before the loop's first copy ends (a pick inside that copy shaped the
     # repeated phrase), else the first flagged step
