@@ -104,12 +104,20 @@ def _top(lm, probs: torch.Tensor, k: int = TOP) -> list:
     return [Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(top.values, top.indices)]
 
 
+def _forward(lm, ids: list, keep: int, past=None, cache: bool = False):
+    """One forward pass over `ids` (after `past`); logits for the last `keep` positions only where supported."""
+    from .decode import forward_kwargs
+
+    extra = {"logits_to_keep": keep} if forward_kwargs(lm.model) else {}
+    out = lm.model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=cache,
+                   **extra)
+    return out.logits[0, -keep:].to(torch.float32), out.past_key_values
+
+
 def _next_token_logprobs(lm, prompt_ids: list, continuation: list) -> torch.Tensor:
     """[len(continuation), vocab] log p(. | prompt + continuation[:i]) for each i, in one forward pass."""
     n = len(continuation)
-    ids = torch.tensor([prompt_ids + continuation[:-1]])   # the last token is never an input
-    out = lm.model(input_ids=ids, use_cache=False, logits_to_keep=n)
-    logits = out.logits[0, -n:].to(torch.float32)
+    logits, _ = _forward(lm, prompt_ids + continuation[:-1], n)   # the last token is never an input
     return torch.log_softmax(logits, dim=-1)
 
 
@@ -224,12 +232,8 @@ def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0
         while j < n - 1 and not swapped[j]:
             j += 1
         # predict positions i..j: inputs so far plus reference tokens i..j-1
-        chunk = pending + ref[i:j]
-        out = lm.model(input_ids=torch.tensor([chunk]), past_key_values=past, use_cache=True,
-                       logits_to_keep=j - i + 1)
+        logits, past = _forward(lm, pending + ref[i:j], j - i + 1, past, cache=True)
         passes += 1
-        past = out.past_key_values
-        logits = out.logits[0, -(j - i + 1):].to(torch.float32)
         lp = torch.log_softmax(logits, dim=-1)
         for k in range(i, j + 1):
             logprobs.append(float(lp[k - i, ref[k]]))
