@@ -25,6 +25,9 @@
      `off_argmax_steps`), not a second departure from the greedy sequence. The argmax is the
      raw rank-1 token; with a repetition penalty it is the penalised argmax (greedy applies
      the penalty too; temperature, top-k, top-p and min-p never change the argmax).
+     Soft and (non-hard) Gumbel runs feed back a mixture of embeddings, not a token, so
+     from the step after the first mixture their prefix is not greedy's even when every
+     token is the argmax; the departure is reported there as `mixture` (and `unknown`).
 
 For beam traces a sequence is a path in the beam tree. A step's recorded candidates are
 those of the beam that the best running beam extends, so a step's raw distribution is known
@@ -85,11 +88,12 @@ def explain(trace, threshold: float = 0.02, max_rank: int = 10, min_n: int = 2, 
                 entropy_window=entropy_window, entropy_min_history=entropy_min_history,
                 entropy_ratio=entropy_ratio, entropy_delta=entropy_delta)
     greedy = trace.config.strategy == "greedy" and not trace.forced
+    mixture = trace.config.strategy == "soft" or (trace.config.strategy == "gumbel" and not trace.config.hard)
     sequences = []
     for index, sequence in enumerate(trace.sequences):
         positions = _positions(trace, index)
         ids = list(sequence.token_ids)
-        departure, off_argmax = _departure(positions)
+        departure, off_argmax = _departure(positions, mixture)
         sequences.append({
             "sequence": index,
             "length": len(ids),
@@ -299,25 +303,35 @@ def _entropy_events(positions, window: int, min_history: int, ratio: float, delt
     return events
 
 
-def _departure(positions):
-    """(the first step off the greedy path or None, how many steps are off their own argmax)."""
+def _departure(positions, mixture: bool = False):
+    """(the first step off the greedy path or None, how many steps are off their own argmax).
+
+    mixture: the run feeds back a mixture of embeddings (soft, gumbel without hard) after
+    every step it did not force, so from the next step on its prefix is not greedy's even
+    when its tokens are the argmax: the departure is then "unknown" from that step.
+    """
     first = None
     off = 0
-    for p in positions:
-        if p.argmax_id is None:
-            if first is None:
-                # greedy's choice is unknown here, so later departures cannot be placed on the greedy path
-                first = {"step": p.step, "token_id": p.token_id, "text": p.text, "unknown": True,
-                         "argmax_id": None, "argmax_text": None, "prob": p.prob, "argmax_prob": None,
-                         "forced": p.forced}
-            continue
-        if p.token_id != p.argmax_id:
+    for i, p in enumerate(positions):
+        if p.argmax_id is not None and p.token_id != p.argmax_id:
             off += 1
-            if first is None:
-                first = {"step": p.step, "token_id": p.token_id, "text": p.text, "unknown": False,
-                         "argmax_id": p.argmax_id, "argmax_text": p.argmax_text, "prob": p.prob,
-                         "argmax_prob": p.argmax_prob, "forced": p.forced}
+        if first is not None:
+            continue
+        if p.argmax_id is None:
+            # greedy's choice is unknown here, so later departures cannot be placed on the greedy path
+            first = _departure_record(p, unknown=True)
+        elif p.token_id != p.argmax_id:
+            first = _departure_record(p)
+        elif mixture and not p.forced and i + 1 < len(positions):
+            first = _departure_record(positions[i + 1], unknown=True, mixture=True)
     return first, off
+
+
+def _departure_record(p: _Position, unknown: bool = False, mixture: bool = False) -> dict:
+    known = not unknown
+    return {"step": p.step, "token_id": p.token_id, "text": p.text, "unknown": unknown, "mixture": mixture,
+            "argmax_id": p.argmax_id if known else None, "argmax_text": p.argmax_text if known else None,
+            "prob": p.prob, "argmax_prob": p.argmax_prob if known else None, "forced": p.forced}
 
 
 # ---- replay ------------------------------------------------------------------------
@@ -373,6 +387,8 @@ def format_findings(trace, findings: dict | None = None) -> str:
 def _describe(event: dict) -> str:
     kind, token = event["kind"], _quoted(event.get("text"))
     if kind == "departure":
+        if event["mixture"]:
+            return f"{token}: from here the model reads a mixture of embeddings, not greedy's token"
         if event["unknown"]:
             return f"{token}: greedy's choice not recorded from here on"
         how = "forced" if event["forced"] else "leaves the greedy path"

@@ -363,3 +363,24 @@ class TestCli:
         monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
         assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "4"]) == 0
         assert "what happened" not in capsys.readouterr().out
+
+
+class TestMixtureRuns:
+    def test_soft_leaves_the_greedy_prefix_after_its_first_mixture(self):
+        steps = [confident(i, 90 + i) for i in range(4)]          # every token is the argmax
+        departure = explain(make_trace(steps, strategy="soft"))["sequences"][0]["greedy_departure"]
+        assert (departure["step"], departure["mixture"], departure["unknown"]) == (1, True, True)
+
+    def test_hard_gumbel_feeds_tokens_so_the_usual_rule_holds(self):
+        steps = [confident(i, 90 + i) for i in range(4)]
+        assert explain(make_trace(steps, strategy="gumbel", hard=True))["sequences"][0]["greedy_departure"] is None
+
+    def test_an_off_argmax_first_step_is_a_plain_departure(self):
+        steps = [make_step(0, [(1, 0.6), (2, 0.3)], chosen=2), confident(1, 91)]
+        departure = explain(make_trace(steps, strategy="gumbel"))["sequences"][0]["greedy_departure"]
+        assert (departure["step"], departure["mixture"], departure["argmax_id"]) == (0, False, 1)
+
+    def test_soft_run_on_the_tiny_model(self, llama):
+        trace = decode(llama, "The capital of", DecodeConfig(strategy="soft", max_new_tokens=6))
+        departure = explain(trace)["sequences"][0]["greedy_departure"]
+        assert departure is not None and departure["step"] <= 1

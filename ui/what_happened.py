@@ -133,6 +133,8 @@ def _row(events: list, key: str) -> bool:
 def _what(event: dict) -> str:
     kind = event["kind"]
     if kind == "departure":
+        if event.get("mixture"):
+            return t("explain.what_departure_mixture")
         if event.get("unknown"):
             return t("explain.what_departure_unknown")
         key = "explain.what_departure_forced" if event["forced"] else "explain.what_departure"
