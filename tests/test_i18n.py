@@ -95,3 +95,46 @@ def test_every_literal_key_used_in_the_code_has_an_english_text():
     used = {(f.name, key) for f in files for key in LITERAL_KEY.findall(f.read_text(encoding="utf-8"))}
     missing = sorted(f"{name}: {key}" for name, key in used if key not in known)
     assert not missing, f"keys used in code but missing from assets/texts/en: {missing}"
+
+
+def _is_punct(ch: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(ch)[0] in "PS"
+
+
+def _unrendered_bold(text: str) -> list[str]:
+    """`**` pairs that CommonMark will not turn into bold.
+
+    Chinese text has no spaces, so a pair like `**束搜索（beam search）**同时` fails: a closing
+    `**` after punctuation must be followed by a space or punctuation (likewise an opening
+    `**` before punctuation must follow one). The reader then sees the asterisks.
+    """
+    parts = text.split("**")
+    bad = []
+    for i in range(1, len(parts) - 1, 2):       # parts[i] is meant to be bold
+        before, inner, after = parts[i - 1][-1:], parts[i], parts[i + 1][:1]
+        opens = inner[:1] and not inner[0].isspace() and (
+            not _is_punct(inner[0]) or not before or before.isspace() or _is_punct(before))
+        closes = inner[-1:] and not inner[-1].isspace() and (
+            not _is_punct(inner[-1]) or not after or after.isspace() or _is_punct(after))
+        if not (opens and closes):
+            bad.append(f"**{inner}**")
+    return bad
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+@pytest.mark.parametrize("lang", LANGS)
+def test_bold_markup_renders(lang, section):
+    path = TEXTS / lang / f"{section}.json"
+    if not path.is_file():
+        pytest.skip(f"no {lang}/{section}.json")
+    broken = {key: _unrendered_bold(text) for key, text in _load(lang, section).items() if _unrendered_bold(text)}
+    assert not broken, f"{lang} {section}: bold that will show its asterisks: {broken}"
+
+
+def test_the_bold_check_knows_commonmark_flanking():
+    assert _unrendered_bold("**束搜索（beam search）**同时") == ["**束搜索（beam search）**"]
+    assert _unrendered_bold("**束搜索**（beam search）同时") == []
+    assert _unrendered_bold("是 **token id**。每一步") == []
+    assert _unrendered_bold("a **bold** word and **（x）** here") == []

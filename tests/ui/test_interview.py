@@ -45,7 +45,7 @@ EN, ZH = texts("en"), texts("zh")
 
 
 def open_interview(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=240)
+    at = AppTest.from_file(APP, default_timeout=900)
     at.query_params.update(query)
     at.switch_page(INTERVIEW).run()
     assert not at.exception, at.exception
@@ -134,7 +134,7 @@ def test_every_link_opens_a_page_that_renders_with_the_promised_settings():
         # A fresh session opened on the link's address. (Inside one session AppTest keeps the
         # sidebar widgets of the previous page, which a browser drops on a page switch; the
         # browser test follows a link inside a session.)
-        at = AppTest.from_file(APP, default_timeout=240)
+        at = AppTest.from_file(APP, default_timeout=900)
         at.query_params.update(params)
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, params, at.exception)
