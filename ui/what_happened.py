@@ -38,7 +38,6 @@ def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
 
     lm: the model for the replay; by default the shared model named by the trace.
     """
-    S = st.session_state
     st.subheader(t("explain.title"))
     if not trace.sequences or not trace.steps:
         st.caption(t("explain.empty"))
