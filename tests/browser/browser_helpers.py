@@ -1,0 +1,230 @@
+"""Helpers for the browser tests: start the app server, open pages, wait for Streamlit runs, screenshots.
+
+Debian's Chromium is used (`/usr/bin/chromium`); no browser is ever downloaded. The
+whole directory is skipped, with the reason, when that binary is missing.
+Every server started here is stopped at the end of the session (or of its test).
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+START_TIMEOUT_S = 180          # the server answering /_stcore/health
+MODEL_TIMEOUT_MS = 300_000     # a cold first load de-quantises the bundled model (~30-45 s, slower on a busy CI)
+STEP_TIMEOUT_MS = 120_000      # one rerun with a few forward passes, on a loaded 2-core machine
+
+PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "interview"]
+
+
+def existing_pages() -> list:
+    return [name for name in PAGES if (ROOT / "pages" / f"{name}.py").is_file()]
+
+
+# ---- the server ----------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path):
+        self.proc, self.port, self.log = proc, port, log
+        self.url = f"http://127.0.0.1:{port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def rss_mb(self) -> float:
+        import psutil
+
+        return psutil.Process(self.proc.pid).memory_info().rss / 2**20
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+
+
+def start_server(log_dir: Path, env_extra: dict | None = None) -> Server:
+    port = free_port()
+    log = log_dir / f"streamlit-{port}.log"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(env_extra or {})
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    server = Server(proc, port, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{server.log_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=5) as response:
+                if response.status == 200:
+                    return server
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s:\n{server.log_text()[-3000:]}")
+        time.sleep(0.5)
+
+
+@contextmanager
+def running_server(log_dir: Path, env_extra: dict | None = None):
+    server = start_server(log_dir, env_extra)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# ---- the browser ---------------------------------------------------------------------
+def new_context(browser, server=None):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True,
+                                  locale="en-US")
+    if server is not None:
+        try:
+            context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        except Exception:   # noqa: BLE001 - a Chromium without clipboard permissions still runs the rest
+            pass
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    context.add_init_script(RUN_OBSERVER)
+    return context
+
+
+# ---- helpers the tests share ------------------------------------------------------------
+# Streamlit marks the app element with the script state ("running" / "notRunning"); this
+# observer, installed before any page script, counts runs and remembers the last change,
+# so a test can wait for "the run my click started has finished and nothing followed".
+RUN_OBSERVER = """
+window.__dsRuns = 0; window.__dsState = null; window.__dsChanged = performance.now();
+new MutationObserver(() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app) return;
+  const state = app.getAttribute('data-test-script-state');
+  if (state !== window.__dsState) {
+    if (state === 'running') window.__dsRuns++;
+    window.__dsState = state; window.__dsChanged = performance.now();
+  }
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-test-script-state']});
+"""
+QUIET_MS = 1200   # a run that ends and immediately triggers another (URL sync, st.rerun) is not "done"
+
+
+def runs(page) -> int:
+    return page.evaluate("window.__dsRuns || 0")
+
+
+def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None) -> None:
+    """Wait until no script run is in progress and none started for a moment.
+
+    `after`: a run count taken before an action; then at least one new run must have happened."""
+    need = -1 if after is None else after
+    try:
+        _wait_idle(page, need, timeout_ms)
+    except Exception as exc:
+        state = page.evaluate("""() => { const a = document.querySelector('[data-testid="stApp"]');
+            return {runs: window.__dsRuns, state: a && a.getAttribute('data-test-script-state'),
+                    since_ms: Math.round(performance.now() - (window.__dsChanged || 0)), url: location.href}; }""")
+        try:
+            shot = screenshot(page, "timeout_" + re.sub(r"\W+", "_", page.url.split("?")[0].rsplit("/", 1)[-1]))
+        except Exception:   # noqa: BLE001
+            shot = None
+        raise AssertionError(f"the app did not settle within {timeout_ms / 1000:.0f} s: {state} (screenshot {shot})") \
+            from exc
+
+
+def _wait_idle(page, need: int, timeout_ms: int) -> None:
+    page.wait_for_function(
+        """([need, quiet]) => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            if (!app || window.__dsRuns === undefined) return false;
+            const state = app.getAttribute('data-test-script-state');
+            const conn = app.getAttribute('data-test-connection-state');
+            return window.__dsRuns > need && state === 'notRunning' && conn === 'CONNECTED'
+                && performance.now() - window.__dsChanged > quiet
+                && !document.querySelector('[data-stale="true"]');
+        }""", arg=[need, QUIET_MS], timeout=timeout_ms, polling=200)
+
+
+def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
+    """Do something that makes the app rerun, and wait for that rerun (and any it triggers) to end."""
+    before = runs(page)
+    action()
+    wait_idle(page, timeout_ms, after=before)
+
+
+def open_page(page, server, name: str, query: str = "", timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
+    page.goto(f"{server.url}/{name}{('?' + query) if query else ''}", wait_until="domcontentloaded")
+    wait_idle(page, timeout_ms)
+
+
+def exception_texts(page) -> list:
+    return page.locator('[data-testid="stException"]').all_inner_texts()
+
+
+def assert_no_exception(page, server=None) -> None:
+    texts = exception_texts(page)
+    log = ("\n--- server log ---\n" + server.log_text()[-3000:]) if (texts and server is not None) else ""
+    assert not texts, "Streamlit exception on the page:\n" + "\n".join(texts) + log
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+    # Streamlit scrolls inside its main container, so grow the viewport to the content for the shot
+    size = page.viewport_size or {"width": 1400, "height": 1000}
+    height = page.evaluate("""() => { const m = document.querySelector('[data-testid="stMain"]');
+                                      return m ? m.scrollHeight : document.body.scrollHeight; }""")
+    tall = min(max(int(height) + 40, size["height"]), 8000)
+    try:
+        if tall != size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": tall})
+            page.wait_for_timeout(300)   # let Plotly redraw at the new size (a repaint, not a wait for the app)
+        page.screenshot(path=str(path), full_page=True)
+    finally:
+        if tall != size["height"]:
+            page.set_viewport_size(size)
+    return path
+
+
+def sidebar_text_area(page):
+    return page.locator('[data-testid="stSidebar"] [data-testid="stTextArea"] textarea').first
+
+
+def set_prompt(page, text: str) -> None:
+    """Type a prompt into the sidebar and commit it (Ctrl+Enter), then wait for the rerun."""
+    area = sidebar_text_area(page)
+    area.fill(text)
+    act(page, lambda: area.press("Control+Enter"))
+
+
+def click_key(page, key: str) -> None:
+    """Click the button of the widget with this Streamlit key, and wait for the rerun."""
+    act(page, lambda: page.locator(f".st-key-{key} button").first.click())

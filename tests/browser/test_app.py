@@ -1,0 +1,193 @@
+"""End to end in Chromium: what a user meets is the app in a browser, so test exactly that.
+
+Expected values come from the engine run in this test process on the same bundled model
+(an independent path: no Streamlit, no page code), compared with what the page shows.
+"""
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urlencode
+
+import pytest
+
+from browser_helpers import (MODEL_TIMEOUT_MS, act, assert_no_exception, click_key, existing_pages, new_context,
+                             open_page, running_server, screenshot, set_prompt, wait_idle)
+from engine import DecodeConfig, Trace, decode
+from figures.labels import visible
+
+pytestmark = pytest.mark.browser
+
+TOKEN_SPANS = "span[title^='step ']"          # one span per generated token in the coloured text views
+
+
+def q(**values) -> str:
+    return urlencode(values)
+
+
+def shown_tokens(page, scope: str = "") -> list:
+    """The visible text of each generated token in the coloured text view(s) under `scope`, from the hovers."""
+    titles = page.locator(f"{scope} {TOKEN_SPANS}".strip()).evaluate_all("els => els.map(e => e.title)")
+    out = []
+    for title in titles:
+        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?$", title, re.S)
+        assert m, title
+        out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+def wait_chart(page, scope: str = "", timeout_ms: int = MODEL_TIMEOUT_MS):
+    page.locator(f"{scope} [data-testid='stPlotlyChart'] .main-svg".strip()).first.wait_for(
+        state="attached", timeout=timeout_ms)
+
+
+# ---- the first load, with its progress bar -------------------------------------------------
+def test_first_load_shows_a_progress_bar_then_the_page(browser, tmp_path):
+    """A cold start: an empty model cache makes the app de-quantise the bundled model (~30-45 s)."""
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with running_server(tmp_path, {"DECODESCOPE_CACHE": str(cache)}) as srv:
+        ctx = new_context(browser, srv)
+        page = ctx.new_page()
+        try:
+            page.goto(f"{srv.url}/step_by_step", wait_until="domcontentloaded")
+            bar = page.locator("[data-testid='stProgress']").first
+            bar.wait_for(state="visible", timeout=MODEL_TIMEOUT_MS)
+            text = page.locator("[data-testid='stProgress']").first.inner_text(timeout=MODEL_TIMEOUT_MS)
+            screenshot(page, "first_load_progress")
+            assert re.search(r"SmolLM2|first run|de-quantis|Loading", text), text
+            wait_idle(page)
+            wait_chart(page)
+            assert page.locator("[data-testid='stProgress']").count() == 0
+            assert_no_exception(page, srv)
+            assert shown_tokens(page), "no generated token on the page after the first load"
+            screenshot(page, "first_load_done")
+        finally:
+            ctx.close()
+        assert any((p / "COMPLETE").is_file() for p in cache.iterdir()), "the first load wrote no cache"
+
+
+# ---- every page renders -----------------------------------------------------------------------
+@pytest.mark.parametrize("name", existing_pages())
+def test_each_page_renders_without_an_exception(page, server, name):
+    open_page(page, server, name, q(max_new_tokens=8))
+    assert_no_exception(page, server)
+    if page.locator("[data-testid='stPlotlyChart']").count():
+        wait_chart(page)
+    assert page.locator("h1").count() >= 1
+    screenshot(page, f"page_{name}")
+    assert_no_exception(page, server)
+
+
+# ---- a greedy decode and a step forward ---------------------------------------------------------
+def test_greedy_decode_and_a_step_forward(page, server, bundled):
+    prompt = "The capital of France is"
+    open_page(page, server, "step_by_step", q(prompt=prompt, strategy="greedy", max_new_tokens=8))
+    wait_chart(page)
+    expected = decode(bundled, prompt, DecodeConfig(strategy="greedy", max_new_tokens=3))
+    want = [visible(t) for s in expected.steps for t in s.chosen_texts[:1]]
+    assert [t for _, t in shown_tokens(page)] == want[:1]
+    click_key(page, "sbs_next")
+    assert [t for _, t in shown_tokens(page)] == want[:2]
+    click_key(page, "sbs_next")
+    assert [t for _, t in shown_tokens(page)] == want[:3]
+    click_key(page, "sbs_back")
+    assert [t for _, t in shown_tokens(page)] == want[:2]       # back moves the cursor, the text shows up to it
+    assert_no_exception(page, server)
+    screenshot(page, "greedy_steps")
+
+
+# ---- a beam tree appears -------------------------------------------------------------------------
+def test_a_beam_tree_appears(page, server, bundled):
+    prompt = "The capital of France is"
+    open_page(page, server, "beam_tree", q(prompt=prompt, num_beams=3, max_new_tokens=4))
+    wait_chart(page, ".st-key-beam_chart")
+    expected = decode(bundled, prompt, DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=4))
+    points = page.locator(".st-key-beam_chart .scatterlayer .point").count()
+    assert points >= 1 + 2 * 3, f"only {points} points in the beam tree"
+    svg_text = page.locator(".st-key-beam_chart .main-svg").first.text_content()
+    first = expected.nodes[1].text
+    assert visible(first).strip("␣") in svg_text
+    assert_no_exception(page, server)
+    screenshot(page, "beam_tree")
+
+
+# ---- a share link reproduces the text ------------------------------------------------------------
+def test_a_copied_share_link_gives_the_same_text_in_another_session(browser, server, context):
+
+    page = context.new_page()
+    open_page(page, server, "step_by_step", q(strategy="sample", seed=7, max_new_tokens=6))
+    set_prompt(page, "Once upon a time, <b>a</b> fox & $x$")
+    for _ in range(3):
+        click_key(page, "sbs_next")
+    first = shown_tokens(page)
+    assert len(first) == 4
+    # the "Copy link" popover holds the address; press its copy button, then read the clipboard
+    page.locator("[data-testid='stSidebar'] [data-testid='stPopover'] button").first.click()
+    code = page.locator("[data-testid='stPopoverBody'] [data-testid='stCode'], [data-testid='stPopoverBody'] pre")
+    code.first.wait_for(state="visible")
+    link = code.first.inner_text().strip()
+    try:
+        code.first.hover()
+        page.locator("[data-testid='stPopoverBody'] [data-testid='stCodeCopyButton']").first.click(timeout=5000)
+        copied = page.evaluate("navigator.clipboard.readText()")
+        if copied:
+            link = copied.strip()
+    except Exception:   # noqa: BLE001 - no clipboard in this Chromium: the text of the box is the same link
+        pass
+    assert link.startswith(server.url) and "prompt=" in link and "seed=7" in link, link
+
+    other = new_context(browser, server)
+    try:
+        page2 = other.new_page()
+        page2.goto(link, wait_until="domcontentloaded")
+        wait_idle(page2)
+        for _ in range(3):
+            click_key(page2, "sbs_next")
+        assert shown_tokens(page2) == first
+        assert page2.locator("[data-testid='stSidebar'] textarea").first.input_value() == \
+            "Once upon a time, <b>a</b> fox & $x$"
+        assert_no_exception(page2, server)
+    finally:
+        other.close()
+
+
+# ---- JSON download and upload ----------------------------------------------------------------------
+def test_a_json_download_and_its_upload(page, server, browser, tmp_path):
+
+    open_page(page, server, "step_by_step", q(prompt="Water boils at", strategy="greedy", max_new_tokens=6))
+    click_key(page, "sbs_next")
+    click_key(page, "sbs_next")
+    shown = shown_tokens(page)
+    with page.expect_download() as info:
+        page.locator(".st-key-sbs_export_trace_json button").first.click()
+    path = tmp_path / "trace.json"
+    info.value.save_as(path)
+    trace = Trace.from_json(path.read_bytes())
+    assert trace.prompt == "Water boils at"
+    assert [visible(s.chosen_texts[0]) for s in trace.steps] == [t for _, t in shown]
+
+    other = new_context(browser, server)
+    try:
+        page2 = other.new_page()
+        open_page(page2, server, "step_by_step")
+        upload(page2, "sbs_upload", path)
+        assert page2.get_by_text("Viewing a recorded trace").count() >= 1
+        # a recorded trace opens at its first step; step through it to its end
+        for _ in range(len(trace.steps) - 1):
+            click_key(page2, "sbs_next")
+        assert shown_tokens(page2) == shown
+        assert_no_exception(page2, server)
+        screenshot(page2, "uploaded_trace")
+    finally:
+        other.close()
+
+
+def upload(page, key: str, path_or_payload) -> None:
+    """Open the 'Open a trace file' expander and give the uploader with this key a file."""
+    box = page.locator(f".st-key-{key}")
+    if not box.is_visible():
+        page.get_by_text("Open a trace file").first.click()
+    target = page.locator(f".st-key-{key} input[type=file]")
+    act(page, lambda: target.set_input_files(path_or_payload))

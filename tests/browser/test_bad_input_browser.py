@@ -1,0 +1,253 @@
+"""Bad input in the browser: a clear message on the page, the session keeps working, and
+token texts that look like markup (<b>, <br>, <script>, &amp;, $x$) show literally in
+every chart label, hover and text view."""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pytest
+
+from browser_helpers import (act, assert_no_exception, click_key, open_page, screenshot, set_prompt, wait_idle)
+from engine import DecodeConfig, Trace, decode
+from figures.labels import visible
+from test_app import shown_tokens, upload, wait_chart
+
+pytestmark = pytest.mark.browser
+
+HOSTILE = ["<b>", "<br>", "<script>alert('x')</script>", "&amp;", "$x$", "<img src=x onerror=alert(1)>",
+           "</span><i>", "%{x}"]
+ERROR = "[data-testid='stAlertContentError']"
+
+
+def errors(page) -> list:
+    return page.locator(ERROR).all_inner_texts()
+
+
+@pytest.fixture
+def watched(page):
+    """The page, failing the test if anything on it opens a dialog (an executed alert())."""
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    yield page
+    assert not dialogs, f"the page ran script from a token text: {dialogs}"
+
+
+# ---- prompts -------------------------------------------------------------------------------
+def test_empty_and_oversized_prompts_give_a_message_and_the_session_goes_on(watched, server, tmp_path):
+    page = watched
+    open_page(page, server, "step_by_step", urlencode({"prompt": "The capital of France is", "max_new_tokens": 8}))
+    wait_chart(page)
+    before = shown_tokens(page)
+    assert before
+
+    set_prompt(page, "")
+    assert any("empty" in e for e in errors(page)), errors(page)
+    assert_no_exception(page, server)
+    screenshot(page, "bad_empty_prompt")
+
+    big = ("A language model predicts the next token. 你好 😀 " * 5000)[:200_000]
+    page.evaluate("""([sel, text]) => {            // a paste: set the whole value at once
+        const el = document.querySelector(sel);
+        const setter = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
+        setter.call(el, text); el.dispatchEvent(new Event('input', {bubbles: true}));
+    }""", ["[data-testid='stSidebar'] textarea", big])
+    act(page, lambda: page.locator("[data-testid='stSidebar'] textarea").first.press("Control+Enter"))
+    assert any("context" in e and "shorten" in e for e in errors(page)), errors(page)
+    assert_no_exception(page, server)
+    screenshot(page, "bad_200kb_prompt")
+
+    set_prompt(page, "The capital of France is")
+    wait_chart(page)
+    assert shown_tokens(page) == before[:1]
+    assert not errors(page)
+
+
+@pytest.mark.parametrize("prompt", ["北京是中国的首都，", "I love 🍕 and 👩‍👩‍👧", "مرحبا بالعالم שלום",
+                                    "<|im_start|>user\nhi<|im_end|>"])
+def test_unicode_and_special_token_prompts_decode_in_the_page(watched, server, bundled, prompt):
+    page = watched
+    open_page(page, server, "step_by_step", urlencode({"prompt": prompt, "strategy": "greedy", "max_new_tokens": 4}))
+    wait_chart(page)
+    click_key(page, "sbs_next")
+    expected = decode(bundled, prompt, DecodeConfig(strategy="greedy", max_new_tokens=2))
+    assert [t for _, t in shown_tokens(page)] == [visible(s.chosen_texts[0]) for s in expected.steps]
+    assert page.locator("[data-testid='stSidebar'] textarea").first.input_value() == prompt
+    assert not errors(page)
+    assert_no_exception(page, server)
+
+
+@pytest.mark.parametrize("query, words", [
+    ({"strategy": "sample", "temperature": "0"}, None),        # the URL is clamped into the slider's range
+    ({"strategy": "sample", "temperature": "1e-6"}, None),
+    ({"strategy": "sample", "top_p": "0"}, None),
+    ({"strategy": "sample", "top_p": "1"}, None),
+    ({"strategy": "sample", "top_k": "0"}, None),
+    ({"strategy": "sample", "top_k": "49153"}, None),
+    ({"strategy": "beam", "num_beams": "1"}, None),
+    ({"strategy": "beam", "num_beams": "33"}, None),
+    ({"max_new_tokens": "1"}, None),
+    ({"max_new_tokens": "1025"}, None),
+    ({"seed": "-5", "temperature": "nan", "top_k": "many"}, None),
+])
+def test_parameters_at_and_beyond_their_bounds_in_the_url(watched, server, query, words):
+    page = watched
+    open_page(page, server, "step_by_step", urlencode({"prompt": "The capital of France is", **query}))
+    assert_no_exception(page, server)
+    wait_chart(page)
+    assert shown_tokens(page), "no token decoded"
+    assert not errors(page), errors(page)
+
+
+def test_unknown_model_and_folder_give_a_message_and_the_default_comes_back(watched, server, tmp_path):
+    page = watched
+    open_page(page, server, "step_by_step", urlencode({"max_new_tokens": 4}))
+    wait_chart(page)
+    before = shown_tokens(page)
+    model = page.locator("[data-testid='stSidebar'] [data-testid='stTextInput'] input").first
+    for name, words in (("decodescope-test/no-such-model-anywhere", "no-such-model-anywhere"),
+                        (str(tmp_path), "not a model")):
+        model.fill(name)
+        act(page, lambda: model.press("Enter"))
+        assert any(words in e for e in errors(page)), errors(page)
+        assert_no_exception(page, server)
+    screenshot(page, "bad_model")
+    model.fill("")
+    act(page, lambda: model.press("Enter"))
+    wait_chart(page)
+    assert shown_tokens(page) == before
+    assert not errors(page)
+
+
+# ---- uploaded traces -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real_traces(bundled):
+    greedy = decode(bundled, "The capital of France is", DecodeConfig(strategy="greedy", max_new_tokens=5))
+    beam = decode(bundled, "The capital of France is", DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3))
+    return greedy, beam
+
+
+def hostile(trace: Trace) -> Trace:
+    """The same trace with every token text replaced by text that looks like markup."""
+    data = trace.to_dict()
+    n = 0
+    for step in data["steps"]:
+        for cand in step["candidates"]:
+            cand["text"] = HOSTILE[n % len(HOSTILE)] + ("" if n < len(HOSTILE) else str(n))
+            n += 1
+        by_id = {c["token_id"]: c["text"] for c in step["candidates"]}
+        step["chosen_texts"] = [by_id.get(i, HOSTILE[0]) for i in step["chosen_ids"]]
+    for k, node in enumerate(data["nodes"]):
+        if node["parent"] is not None:
+            node["text"] = HOSTILE[k % len(HOSTILE)]
+    for seq in data["sequences"]:
+        seq["text"] = " ".join(HOSTILE)
+    data["prompt"] = "<script>document.title='owned'</script> $x$ &amp; <b>bold</b>"
+    return Trace.from_json(json.dumps(data))
+
+
+def payload(name: str, data: bytes) -> dict:
+    return {"name": name, "mimeType": "application/json", "buffer": data}
+
+
+def test_bad_uploads_give_a_message_and_the_live_decode_stays(watched, server, real_traces):
+    page = watched
+    greedy, _ = real_traces
+    open_page(page, server, "step_by_step", urlencode({"prompt": "The capital of France is", "max_new_tokens": 8}))
+    wait_chart(page)
+    before = shown_tokens(page)
+    newer = greedy.to_dict()
+    newer["schema"] = "decodescope.trace/2"
+    big = greedy.to_dict()
+    big["prompt"] = "x" * (50 * 1024 * 1024)
+    cases = [
+        ("not-json.json", b"this is not JSON {", "not valid JSON"),
+        ("wrong-shape.json", json.dumps({"hello": [1, 2, 3]}).encode(), "not a DecodeScope trace"),
+        ("list.json", b"[1, 2, 3]", "JSON object"),
+        ("newer.json", json.dumps(newer).encode(), "newer"),
+        ("huge.json", json.dumps(big).encode(), "MB"),
+    ]
+    for name, data, words in cases:
+        upload(page, "sbs_upload", payload(name, data))
+        assert any(words in e for e in errors(page)), (name, errors(page))
+        assert_no_exception(page, server)
+        assert shown_tokens(page) == before, f"the live decode was lost after uploading {name}"
+        screenshot(page, f"bad_upload_{name.split('.')[0]}")
+
+
+def literal_everywhere(page, scope: str = "") -> str:
+    """All text the charts and views show under scope (SVG text included), as the user reads it."""
+    return page.evaluate("""(scope) => {
+        const root = scope ? document.querySelector(scope) : document.body;
+        return root ? root.textContent : '';
+    }""", scope)
+
+
+def test_token_texts_that_look_like_markup_show_literally_in_step_by_step(watched, server, real_traces, tmp_path):
+    page = watched
+    greedy, _ = real_traces
+    bad = hostile(greedy)
+    open_page(page, server, "step_by_step")
+    upload(page, "sbs_upload", payload("hostile.json", bad.to_json().encode()))
+    wait_chart(page)
+    for _ in range(len(bad.steps) - 1):
+        click_key(page, "sbs_next")
+    assert_no_exception(page, server)
+    # the text view: every chosen token appears as its literal text, nothing became an element
+    texts = [t for _, t in shown_tokens(page)]
+    assert texts == [visible(s.chosen_texts[0]) for s in bad.steps]
+    assert page.locator("[data-testid='stHtml'] :is(b, i, script, img)").count() == 0
+    assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] .katex").count() == 0
+    # the chart of the current step: its tick labels and bar texts are the literal token texts
+    chart_text = literal_everywhere(page, "[data-testid='stPlotlyChart']")
+    last = bad.steps[-1]
+    for cand in last.candidates[:8]:
+        assert visible(cand.text) in chart_text, (cand.text, chart_text[:500])
+    # a hover over a bar shows the literal text too
+    bar = page.locator("[data-testid='stPlotlyChart'] .barlayer .point path").first
+    bar.hover(force=True)
+    page.locator("[data-testid='stPlotlyChart'] .hoverlayer .hovertext").first.wait_for(state="attached")
+    hover = literal_everywhere(page, "[data-testid='stPlotlyChart'] .hoverlayer")
+    assert any(visible(c.text) in hover for c in last.candidates), hover
+    # the prompt caption shows the markup as text
+    main_text = literal_everywhere(page, "[data-testid='stMain']")
+    assert "<script>document.title='owned'</script>" in main_text
+    assert page.title() != "owned"
+    screenshot(page, "hostile_step_by_step")
+
+
+def test_token_texts_that_look_like_markup_show_literally_in_the_beam_tree(watched, server, real_traces):
+    page = watched
+    _, beam = real_traces
+    bad = hostile(beam)
+    open_page(page, server, "beam_tree")
+    upload(page, "beam_upload", payload("hostile-beam.json", bad.to_json().encode()))
+    wait_chart(page, ".st-key-beam_chart")
+    assert_no_exception(page, server)
+    chart_text = literal_everywhere(page, ".st-key-beam_chart")
+    shown = [h for h in HOSTILE if visible(h) in chart_text]
+    assert len(shown) >= 3, chart_text[:800]
+    point = page.locator(".st-key-beam_chart .scatterlayer .point").nth(1)
+    point.hover(force=True)
+    page.locator(".st-key-beam_chart .hoverlayer .hovertext").first.wait_for(state="attached")
+    hover = literal_everywhere(page, ".st-key-beam_chart .hoverlayer")
+    assert any(visible(h) in hover for h in HOSTILE), hover
+    assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] .katex").count() == 0
+    screenshot(page, "hostile_beam_tree")
+
+
+def test_token_texts_that_look_like_markup_show_literally_in_compare(watched, server, real_traces):
+    page = watched
+    greedy, _ = real_traces
+    bad = hostile(greedy)
+    open_page(page, server, "compare", urlencode({"lanes": "greedy", "max_new_tokens": 5}))
+    upload(page, "cmp_upload", payload("hostile.json", bad.to_json().encode()))
+    assert_no_exception(page, server)
+    lane = page.locator(".st-key-cmp_lane_uploaded")
+    lane.wait_for(state="attached")
+    texts = [t for _, t in shown_tokens(page, ".st-key-cmp_lane_uploaded")]
+    assert texts == [visible(s.chosen_texts[0]) for s in bad.steps]
+    chart_text = literal_everywhere(page, ".st-key-cmp_chart")
+    assert any(visible(s.chosen_texts[0]) in chart_text for s in bad.steps), chart_text[:500]
+    assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] .katex").count() == 0
+    screenshot(page, "hostile_compare")
