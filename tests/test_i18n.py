@@ -138,3 +138,16 @@ def test_the_bold_check_knows_commonmark_flanking():
     assert _unrendered_bold("**束搜索**（beam search）同时") == []
     assert _unrendered_bold("是 **token id**。每一步") == []
     assert _unrendered_bold("a **bold** word and **（x）** here") == []
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_key_is_written_twice(lang, section):
+    """JSON keeps the last of two equal keys, so the first text would silently never show."""
+    path = TEXTS / lang / f"{section}.json"
+    if not path.is_file():
+        pytest.skip(f"no {lang}/{section}.json")
+    keys = []
+    json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda pairs: keys.extend(k for k, _ in pairs))
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    assert not twice, f"{lang}/{section}.json has these keys more than once: {twice}"
