@@ -28,8 +28,8 @@ run: setup
 
 # Browser tests need Debian's chromium (and a CJK font for Chinese text); install them when root.
 browser:
-	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "cjk"; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium fonts-noto-cjk; \
+	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "cjk" || ! fc-list 2>/dev/null | grep -qi "emoji"; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium fonts-noto-cjk fonts-noto-color-emoji; \
 		else echo "note: /usr/bin/chromium or a CJK font is missing; browser tests will be skipped (apt-get install chromium fonts-noto-cjk)"; fi; \
 	fi
 

@@ -56,7 +56,7 @@ def guided_tour() -> None:
     with st.container(border=True, key="tour_box"):
         st.markdown(f"**{t('tour.heading', step=index + 1, total=len(STEPS))} · {t(f'tour.{name}_title')}**")
         st.markdown(t(f"tour.{name}_body"))
-        cols = st.columns([1, 1, 2, 1])
+        cols = st.columns([1, 1, 2, 1], vertical_alignment="center")
         cols[0].button(t("tour.back"), key="tour_back", icon="◀", on_click=_move, args=(-1,), disabled=index == 0,
                        width="stretch")
         if index < len(STEPS) - 1:
