@@ -7,7 +7,7 @@ from engine import DecodeConfig, DecodeScopeError
 from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
-from figures.labels import for_markdown, visible
+from figures.labels import NEWLINE, for_markdown, visible
 from ui.i18n import t
 from ui.session import get_lm, shared_sidebar, sync_url, url_value
 
@@ -28,6 +28,11 @@ def cached(name: str, identity: tuple, compute):
         S[name] = compute()
         S[name + "_id"] = identity
     return S[name]
+
+
+def one_line(text: str) -> str:
+    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
+    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 def bounded(key, default, kind, low, high):
@@ -66,8 +71,8 @@ soft_ids = [s.feedback.argmax_id for s in soft.steps if s.feedback is not None]
 split = first_difference(discrete_ids, soft_ids)
 st.subheader(t("embedding.lanes_header"))
 st.markdown(t("embedding.lanes_texts", mode=t("embedding.mode_" + discrete_mode),
-              discrete=for_markdown(lm.tokenizer.decode(discrete_ids, skip_special_tokens=True)),
-              soft=for_markdown(lm.tokenizer.decode(soft_ids, skip_special_tokens=True))))
+              discrete=one_line(lm.tokenizer.decode(discrete_ids, skip_special_tokens=True)),
+              soft=one_line(lm.tokenizer.decode(soft_ids, skip_special_tokens=True))))
 if split is None:
     st.success(t("embedding.no_split", n=len(soft_ids)))
 elif split < min(len(discrete_ids), len(soft_ids)):
@@ -135,7 +140,7 @@ if g_step is not None:
     gr.plotly_chart(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
                                    t("embedding.gumbel_nearest_title", step=g_step.index),
                                    highlight_id=g_step.feedback.argmax_id, range_max=1.0), key="ee_gumbel_nearest")
-    st.markdown(t("embedding.gumbel_text", text=for_markdown(gumbel.best.text)))
+    st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
 tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
 st.plotly_chart(tau_curve(sweep, tau_labels, current=float(tau)), key="ee_tau_chart")
 st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",

@@ -6,7 +6,7 @@ from engine.decode import decode  # the function: `engine.decode` becomes the su
 from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
-from figures.labels import for_markdown
+from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
 from ui.session import get_lm, shared_sidebar, sync_url, url_value
 
@@ -26,6 +26,11 @@ def cached(name: str, identity: tuple, compute):
         S[name] = compute()
         S[name + "_id"] = identity
     return S[name]
+
+
+def one_line(text: str) -> str:
+    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
+    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 # ---- controls ------------------------------------------------------------------
@@ -122,4 +127,4 @@ g_last, s_last = greedy.steps[common - 1].kv, soft.steps[common - 1].kv
 verdict = "kv.soft_same" if same else "kv.soft_differs"
 st.markdown(t(verdict, steps=common, rows=f"{s_last.rows:,}", bytes=f"{s_last.bytes:,}",
               greedy_bytes=f"{g_last.bytes:,}"))
-st.caption(t("kv.soft_texts", greedy=for_markdown(greedy.best.text), soft=for_markdown(soft.best.text)))
+st.caption(t("kv.soft_texts", greedy=one_line(greedy.best.text), soft=one_line(soft.best.text)))

@@ -6,7 +6,7 @@ import streamlit as st
 from engine import DecodeScopeError
 from engine.teacher import epsilon_curve, free_run, scheduled_sampling, teacher_force
 from figures.embedding import neighbour_bars
-from figures.labels import for_markdown, visible
+from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
@@ -30,6 +30,11 @@ def cached(name: str, identity: tuple, compute):
         S[name] = compute()
         S[name + "_id"] = identity
     return S[name]
+
+
+def one_line(text: str) -> str:
+    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
+    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 reference = st.text_area(t("teacher.reference"), value=url_value("tf_reference", DEFAULT_REFERENCE), key="tf_reference",
@@ -78,8 +83,8 @@ with st.expander(t("teacher.table")):
 
 # ---- 2. free running -------------------------------------------------------------------
 st.subheader(t("teacher.free_header"))
-st.markdown(t("teacher.free_texts", reference=for_markdown(lm.tokenizer.decode(forced.reference_ids)),
-              own=for_markdown(run.text), mode=t("teacher.mode_" + mode)))
+st.markdown(t("teacher.free_texts", reference=one_line(lm.tokenizer.decode(forced.reference_ids)),
+              own=one_line(run.text), mode=t("teacher.mode_" + mode)))
 if run.first_divergence is None:
     st.success(t("teacher.no_divergence", n=len(run.token_ids)))
 else:
