@@ -93,7 +93,7 @@ def _summary(found: dict, findings: dict) -> str:
     return " · ".join(parts)
 
 
-COLUMNS = [1, 2, 4, 5]
+COLUMNS = [1.5, 1.5, 4, 5]     # step button, token, what, why: "Step 123" fits without an ellipsis
 
 
 def _header():
