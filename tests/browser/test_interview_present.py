@@ -32,7 +32,7 @@ def main_font_px(page) -> float:
 def sidebar_open(page) -> bool:
     return page.evaluate("""() => {
         const bar = document.querySelector('[data-testid="stSidebar"]');
-        return !!bar && bar.getAttribute('aria-expanded') === 'true' && bar.getBoundingClientRect().width > 50;
+        return !!bar && bar.getAttribute('data-collapsed') === 'false' && bar.getBoundingClientRect().width > 50;
     }""")
 
 

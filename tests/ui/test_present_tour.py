@@ -1,0 +1,123 @@
+"""Presentation mode and the guided tour, in AppTest on the interview page (no model needed)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+INTERVIEW = "pages/interview.py"
+STYLE_MARK = "<style>"
+
+
+def texts(lang: str, section: str) -> dict:
+    return json.loads((ROOT / "assets" / "texts" / lang / f"{section}.json").read_text(encoding="utf-8"))
+
+
+TOUR, PRESENT = texts("en", "tour"), texts("en", "present")
+
+
+@pytest.fixture(autouse=True)
+def navigation_frame(monkeypatch):
+    """Run app.py on every page, as the server does (see tests/ui/test_interview.py)."""
+    original = PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", init)
+
+
+def open_interview(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.query_params.update(query)
+    at.switch_page(INTERVIEW).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def stylesheet_on(at: AppTest) -> bool:
+    return any(STYLE_MARK in m.value for m in at.markdown)
+
+
+def tour_heading(at: AppTest) -> str | None:
+    box = [m.value for m in at.markdown if TOUR["heading"].split("{")[0] in m.value]
+    return box[0] if box else None
+
+
+# ---- presentation mode -------------------------------------------------------------------
+def test_present_in_the_url_turns_presentation_mode_on():
+    at = open_interview(present="1")
+    assert at.sidebar.toggle(key="present").value is True
+    assert stylesheet_on(at)
+    assert at.button(key="present_exit").label == PRESENT["exit"]
+    assert tour_heading(at) is None                       # no tour in front of a class
+    at.button(key="present_exit").click().run()
+    assert at.query_params["present"] == "0"
+    assert at.sidebar.toggle(key="present").value is False
+    assert not stylesheet_on(at)
+
+
+def test_the_sidebar_switch_turns_it_on_and_keeps_it_in_the_url():
+    at = open_interview(tour="0")
+    assert not stylesheet_on(at)
+    at.sidebar.toggle(key="present").set_value(True).run()
+    assert at.query_params["present"] == "1"
+    assert stylesheet_on(at)
+    # the stylesheet is the constant one: no page text goes through unsafe HTML
+    from ui.present import STYLESHEET
+    assert [m.value for m in at.markdown if STYLE_MARK in m.value] == [STYLESHEET.strip()]
+
+
+def test_links_carry_presentation_mode_to_the_next_page():
+    at = open_interview(present="1")
+    from urllib.parse import parse_qsl
+    links = [dict(parse_qsl(link.proto.query_string)) for link in at.get("page_link")]
+    assert links and all(params.get("present") == "1" for params in links)
+
+
+# ---- the guided tour -----------------------------------------------------------------------
+def test_the_tour_walks_five_steps_then_stays_closed():
+    at = open_interview()
+    names = ("distribution", "choice", "tree", "embedding", "cache")
+    for number, name in enumerate(names, start=1):
+        heading = tour_heading(at)
+        assert heading and TOUR["heading"].format(step=number, total=5) in heading and TOUR[f"{name}_title"] in heading
+        if number < len(names):
+            at.button(key="tour_next").click().run()
+    at.button(key="tour_back").click().run()
+    assert TOUR["embedding_title"] in tour_heading(at)
+    at.button(key="tour_next").click().run()
+    at.button(key="tour_finish").click().run()
+    assert tour_heading(at) is None
+    assert at.query_params["tour"] == "0"
+    at.run()
+    assert tour_heading(at) is None
+
+
+def test_each_tour_step_opens_its_page():
+    at = open_interview(lang="zh")
+    from urllib.parse import parse_qsl
+    from streamlit.util import calc_hash
+
+    expected = ("step_by_step", "step_by_step", "beam_tree", "expected_embedding", "kv_cache")
+    for number, page in enumerate(expected, start=1):
+        link = at.get("page_link")[0]                       # the tour box comes first on the page
+        params = dict(parse_qsl(link.proto.query_string))
+        assert link.proto.page_script_hash == calc_hash(page), (number, link.proto.page)
+        assert params["lang"] == "zh" and params["prompt"]
+        if number < len(expected):
+            at.button(key="tour_next").click().run()
+
+
+def test_closing_the_tour_hides_it_and_tour_0_never_shows_it():
+    at = open_interview()
+    assert tour_heading(at)
+    at.button(key="tour_close").click().run()
+    assert tour_heading(at) is None and at.query_params["tour"] == "0"
+    assert tour_heading(open_interview(tour="0")) is None
