@@ -62,6 +62,15 @@ def url_value(key: str, default, kind=str):
         return default
 
 
+def _clamped_int(key: str, default: int, low: int, high: int) -> int:
+    """An int setting from the URL, held inside the widget's range (a hand-edited URL must not crash a widget)."""
+    value = url_value(key, default, int)
+    try:
+        return min(max(int(value), low), high)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
 def sync_url(**values) -> None:
     """Write settings into the URL so a copied address reproduces the view."""
     for key, value in values.items():
@@ -93,9 +102,9 @@ def shared_sidebar() -> SharedSettings:
         prompt = st.text_area(t("common.prompt"), value=url_value("prompt", DEFAULT_PROMPT), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
-                               value=url_value("seed", 0, int), key="seed")
+                               value=_clamped_int("seed", 0, 0, 2**31 - 1), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
-                                  value=url_value("max_new_tokens", 24, int), key="max_new_tokens")
+                                  value=_clamped_int("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, prompt=prompt, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens,

@@ -175,6 +175,7 @@ def _wait_idle(page, need: int, timeout_ms: int) -> None:
 
 def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     """Do something that makes the app rerun, and wait for that rerun (and any it triggers) to end."""
+    wait_idle(page, timeout_ms)           # never act on a page in the middle of a run (stale copies, inert parts)
     before = runs(page)
     action()
     wait_idle(page, timeout_ms, after=before)
