@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from browser_helpers import CHROMIUM, CHROMIUM_ARGS, new_context, running_server
+# helpers some test modules import from here
+from browser_helpers import (act, assert_no_exception, click_key, open_page, screenshot,  # noqa: F401
+                             set_prompt, wait_idle)
 
 
 def pytest_collection_modifyitems(config, items):
