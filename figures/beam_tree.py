@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 import plotly.graph_objects as go
 
 from .beam_rerank import score
@@ -34,12 +35,18 @@ def best_path(trace, node_id: int | None = None) -> list:
     target = trace.best.node_id if node_id is None else node_id
     if target is None or not trace.nodes:
         return []
-    graph = trace.graph()
+    # edges only: trace.graph() copies every field onto the nodes, which costs more than this whole figure
+    graph = nx.DiGraph([(n.parent, n.id) for n in trace.nodes if n.parent is not None])
     root = next(n.id for n in trace.nodes if n.parent is None)
     try:
         return nx.shortest_path(graph, root, target)
     except (nx.NetworkXNoPath, nx.NodeNotFound):
         return []
+
+
+def _arr(values: list) -> np.ndarray:
+    """Floats with NaN for None (a gap between line segments, or a missing value)."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _fmt(x: float) -> str:
@@ -114,6 +121,7 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         xs, ys = lines["pruned"]
         xs += [x - 1, x, None]
         ys += [y.get(parent, 0.0), pos, None]
+    lines = {k: (_arr(xs), _arr(ys)) for k, (xs, ys) in lines.items()}
     fig.add_scatter(x=lines["pruned"][0], y=lines["pruned"][1], mode="lines", line=dict(color=EDGE_PRUNED, width=1),
                     hoverinfo="skip", showlegend=False)
     fig.add_scatter(x=lines["kept"][0], y=lines["kept"][1], mode="lines", line=dict(color=EDGE, width=1.5),
@@ -142,15 +150,15 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         if not group:
             continue
         fig.add_scatter(
-            x=[n.step + 1 for n in group], y=[y[n.id] for n in group], mode="markers+text" if show_labels and
+            x=np.array([n.step + 1 for n in group]), y=np.array([y[n.id] for n in group]), mode="markers+text" if show_labels and
             status != "pruned" else "markers", name=words[status],
-            text=[for_plotly(n.text) for n in group] if show_labels and status != "pruned" else None,
+            text=np.array([for_plotly(n.text) for n in group], dtype=object) if show_labels and status != "pruned" else None,
             textposition="top center", textfont=dict(size=10),
-            marker=dict(symbol=symbol, size=size, opacity=opacity, color=[n.cum_logprob for n in group],
+            marker=dict(symbol=symbol, size=size, opacity=opacity, color=_arr([n.cum_logprob for n in group]),
                         colorscale=COLOURSCALE, cmin=cmin, cmax=cmax,
                         line=dict(width=2 if status == "finished" else 0.5, color=BEST if status == "finished" else "#777"),
                         showscale=first, colorbar=dict(title=dict(text=words["colour"]), x=1.02) if first else None),
-            hovertext=[hover(n) for n in group], hoverinfo="text")
+            hovertext=np.array([hover(n) for n in group], dtype=object), hoverinfo="text")
         first = False
     if folded:
         fig.add_scatter(x=[f[0] for f in folded], y=[f[1] for f in folded], mode="markers", name=words["collapsed"],
@@ -164,12 +172,13 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
 
     height = int(min(max(380, 34 * max_rows + 160), 900))
     fig.update_layout(
-        title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1)),
+        title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1), y=0.98, yref="container",
+                   yanchor="top"),
         xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 1.6],
                    zeroline=False),
         yaxis=dict(title=dict(text=words["y"]), showticklabels=False, zeroline=False, showgrid=False,
                    autorange="reversed"),   # rank 1 on top
-        height=height, margin=dict(l=60, r=30, t=70, b=60), hovermode="closest",
+        height=height, margin=dict(l=60, r=30, t=100, b=60), hovermode="closest",
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
     )
     return fig

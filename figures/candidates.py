@@ -56,7 +56,10 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     for c in cands:
         total += c.prob
         cumulative.append(min(total, 1.0))
-    fig.add_scatter(x=x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
+    label = words["cumulative"]
+    if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.temperature != 1.0:
+        label += words.get("after_temperature", " (top-p acts after temperature)")
+    fig.add_scatter(x=x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.top_p < 1.0:
         fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
@@ -67,12 +70,14 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
             fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
                                yshift=14, font=dict(color=CHOSEN, size=13))
     fig.update_layout(
-        title=dict(text=(title or words["title"]).format(step=step.index + 1, n=len(cands))),
-        barmode="group", bargap=0.25, height=430, margin=dict(l=60, r=60, t=60, b=110),
+        title=dict(text=(title or words["title"]).format(step=step.index + 1, n=len(cands)), y=0.97, yref="container",
+                   yanchor="top"),
+        barmode="group", bargap=0.25, height=460, margin=dict(l=60, r=60, t=95, b=110),
         xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
         yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
-        yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+        yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False,
+                    tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+        legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left"),
         hovermode="closest", clickmode="event+select",
     )
     return fig

@@ -1,6 +1,7 @@
 """Strategies side by side: each lane's cumulative logprob per step, and where it parts from greedy."""
 from __future__ import annotations
 
+import html
 import math
 
 import plotly.graph_objects as go
@@ -58,21 +59,21 @@ def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: in
             total += logprob if logprob is not None and math.isfinite(logprob) else 0.0
             xs.append(step + 1)
             ys.append(total)
-            hover.append(f"{for_plotly(name)} · {words['x']} {step + 1}<br><b>{for_plotly(text)}</b>"
+            hover.append(f"{html.escape(name)} · {words['x']} {step + 1}<br><b>{for_plotly(text)}</b>"
                          f"<br>logprob {logprob:.3f}<br>{words['y']} {total:.3f}")
-        fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=for_plotly(name), line=dict(color=colour, width=2),
+        fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=html.escape(name), line=dict(color=colour, width=2),
                         marker=dict(size=5), hovertext=hover, hoverinfo="text")
         part = part_steps.get(name)
         if part is not None and part < len(ys):
             fig.add_scatter(x=[xs[part]], y=[ys[part]], mode="markers", showlegend=False,
                             marker=dict(symbol="x", size=14, color=colour, line=dict(width=2, color=colour)),
-                            hovertext=[f"{for_plotly(name)}: {words['parts']} ({words['x']} {part + 1})"],
+                            hovertext=[f"{html.escape(name)}: {words['parts']} ({words['x']} {part + 1})"],
                             hoverinfo="text")
     if highlight_step is not None:
         fig.add_vline(x=highlight_step + 1, line=dict(color="rgba(128,128,128,0.6)", dash="dot"))
-    fig.update_layout(title=dict(text=words["title"]), height=380, margin=dict(l=60, r=30, t=60, b=50),
+    fig.update_layout(title=dict(text=words["title"], y=0.97, yref="container", yanchor="top"), height=380, margin=dict(l=60, r=30, t=95, b=50),
                       xaxis=dict(title=dict(text=words["x"]), dtick=1 if max((len(t.steps) for _, t in lanes),
                                                                              default=0) <= 30 else 5),
                       yaxis=dict(title=dict(text=words["y"])), hovermode="closest",
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+                      legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left"))
     return fig

@@ -101,7 +101,8 @@ forced_here = branch.forced.get(step.index)
 chart_col, facts_col = st.columns([3, 1])
 fig = candidates_figure(step, config, texts={
     "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
-    "cumulative": t("step.fig_cumulative"), "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
+    "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
+    "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
     "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title")})
 with chart_col:
     event = st.plotly_chart(fig, key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",

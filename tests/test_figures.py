@@ -59,6 +59,11 @@ class TestCandidatesFigure:
 #   step 0:  A(kept, -0.5)  B(kept, -1.0)  C(pruned, -2.0)  <eos>(pruned rank 4, -2.5)
 #   step 1:  A.x(kept,-1.0) B.<eos>(finished rank 2, -1.4, len 2) A.y(kept, -1.6) B.z(pruned, -3.0)
 #   step 2:  A.x.<eos>(finished rank 1, -1.9, len 3) ... A.y.w(pruned rank 3) A.y.v(pruned rank 4)
+def values(arr) -> list:
+    """A trace's coordinates without the gaps (None or NaN) between line segments."""
+    return [v for v in (list(arr) if arr is not None else []) if v is not None and not math.isnan(v)]
+
+
 def node(id, parent, stp, text, lp, cum, status, rank, tok=None):
     length = stp + 1
     return Node(id=id, parent=parent, step=stp, token_id=id if tok is None else tok, text=text, logprob=lp,
@@ -91,7 +96,7 @@ class TestBeamTree:
         assert best_path(trace) == [0, 1, 5, 9]
         fig = beam_tree_figure(trace, length_penalty=2.0)
         best = next(d for d in fig.data if d.name == "best sequence")
-        assert [x for x in best.x if x is not None] == [0, 1, 1, 2, 2, 3]
+        assert values(best.x) == [0, 1, 1, 2, 2, 3]
         finished = next(d for d in fig.data if d.name == "finished hypothesis")
         hover = next(h for h in finished.hovertext if "step 2" in h)
         # node 6: cum -1.4, length 2, lp 2 -> -1.4 / 4 = -0.35
@@ -113,7 +118,7 @@ class TestBeamTree:
     def test_growing_and_collapsing(self):
         trace = beam_trace()
         fig = beam_tree_figure(trace, upto_step=0)
-        xs = {x for d in fig.data for x in (d.x or ()) if x is not None}
+        xs = {x for d in fig.data for x in values(d.x)}
         assert xs == {0, 1}
         folded = beam_tree_figure(trace, collapse_above=3)
         marker = next(d for d in folded.data if d.name == "pruned (folded)")
