@@ -46,7 +46,7 @@ def compare(name: str, rounds: int, work, reference, ref_name: str) -> float:
         ours.append(timed(work)[0])
         theirs.append(timed(reference)[0])
     a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"{name:<44} {a:8.2f} s   {ref_name:<30} {b:8.2f} s   ratio {a / b:6.2f}")
+    print(f"{name:<44} {a:8.2f} s   {ref_name:<30} {b:8.2f} s   ratio {a / b:6.2f}", flush=True)
     return a / b
 
 

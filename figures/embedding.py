@@ -25,7 +25,7 @@ def neighbour_bars(neighbours: list, value_label: str, title: str, highlight_id:
     values = [n.value for n in neighbours][::-1]
     colours = [ORANGE if n.token_id == highlight_id else BLUE for n in neighbours][::-1]
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker_color=colours,
-                           text=[f"{v:.3f}" for v in values], textposition="auto",
+                           text=[f"{v:.3f}" for v in values], textposition="outside", textangle=0, cliponaxis=False,
                            hovertemplate="%{y}<br>" + value_label + " %{x:.4f}<extra></extra>", showlegend=False))
     fig.update_xaxes(title=value_label, range=[min(0.0, min(values, default=0)), range_max] if range_max else None)
     fig.update_yaxes(type="category")
@@ -85,6 +85,7 @@ def tau_curve(points: list, labels: dict, current: float | None = None) -> go.Fi
         hovertemplate="tau %{x:.3g}<br>" + labels["top_weight"] + " %{y:.4f} (%{customdata})<extra></extra>"))
     if current is not None:
         fig.add_vline(x=current, line_dash="dash", line_color=RED)
-    fig.update_xaxes(type="log", title="tau", autorange="reversed")
+    fig.update_xaxes(type="log", title="tau", autorange="reversed", tickvals=[p.tau for p in points],
+                     ticktext=[f"{p.tau:g}" for p in points])
     fig.update_yaxes(title=labels["top_weight"], range=[0, 1.05])
     return _layout(fig, labels["title"], height=340)

@@ -89,7 +89,8 @@ st.plotly_chart(lane_lines(soft.steps, lane_labels, split), key="ee_lane_chart")
 # ---- one soft step ---------------------------------------------------------------------------
 st.subheader(t("embedding.step_header"))
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
-index = st.slider(t("embedding.step"), 0, len(steps_with_feedback) - 1, value=0, key="ee_step") \
+start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
+index = st.slider(t("embedding.step"), 0, len(steps_with_feedback) - 1, value=start, key="ee_step") \
     if len(steps_with_feedback) > 1 else 0
 step = steps_with_feedback[index]
 fb = step.feedback

@@ -3,7 +3,7 @@ import math
 
 import streamlit as st
 
-from engine import DecodeScopeError
+from engine import DecodeScopeError, Neighbour
 from engine.teacher import epsilon_curve, free_run, scheduled_sampling, teacher_force
 from figures.embedding import neighbour_bars
 from figures.labels import NEWLINE, for_markdown, visible
@@ -71,7 +71,8 @@ cols[0].metric(t("teacher.metric_tokens"), f"{n}")
 cols[1].metric(t("teacher.metric_logprob"), f"{forced.logprob:.2f}")
 cols[2].metric(t("teacher.metric_perplexity"), f"{math.exp(-forced.logprob / n):.2f}")
 cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
-bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top", "divergence")}
+bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
+bar_labels["divergence"] = t("teacher.divergence_mark")
 bar_labels["title"] = t("teacher.forced_title")
 st.plotly_chart(reference_bars(forced, bar_labels, divergence=run.first_divergence), key="tf_forced_chart")
 with st.expander(t("teacher.table")):
@@ -99,15 +100,26 @@ else:
     st.markdown(t("teacher.kl_summary", mean=f"{mean_kl:.3f}", max=f"{max(c.kl for c in run.comparison):.3f}",
                   count=len(run.comparison)))
     if len(run.comparison) > 1:
-        pick = st.select_slider(t("teacher.position"), [c.index for c in run.comparison], key="tf_position")
+        # start one past the divergence: at the divergence itself both prefixes are still equal
+        pick = st.select_slider(t("teacher.position"), [c.index for c in run.comparison], key="tf_position",
+                                value=run.comparison[1].index)
     else:
         pick = run.comparison[0].index
     row = next(c for c in run.comparison if c.index == pick)
+
+    def with_reference(top: list, prob: float) -> list:
+        """The top candidates, plus the reference token (with its probability) when it is not among them."""
+        if any(c.token_id == row.true_token_id for c in top):
+            return top
+        return top + [Neighbour(row.true_token_id, row.true_text, prob)]
+
     left, right = st.columns(2)
-    left.plotly_chart(neighbour_bars(row.own_top, t("teacher.prob"), t("teacher.own_title", pos=pick),
-                                     highlight_id=row.true_token_id, range_max=1.0), key="tf_own_chart")
-    right.plotly_chart(neighbour_bars(row.true_top, t("teacher.prob"), t("teacher.true_title", pos=pick),
-                                      highlight_id=row.true_token_id, range_max=1.0), key="tf_true_chart")
+    left.plotly_chart(neighbour_bars(with_reference(row.own_top, row.own_prob_of_true), t("teacher.prob"),
+                                     t("teacher.own_title", pos=pick), highlight_id=row.true_token_id, range_max=1.0),
+                      key="tf_own_chart")
+    right.plotly_chart(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob), t("teacher.prob"),
+                                      t("teacher.true_title", pos=pick), highlight_id=row.true_token_id,
+                                      range_max=1.0), key="tf_true_chart")
     st.caption(t("teacher.pair_caption", kl=f"{row.kl:.3f}", prob=f"{row.own_prob_of_true:.4f}",
                  token=for_markdown(visible(row.true_text))))
 
