@@ -28,7 +28,7 @@ from engine.decode import Decoder  # noqa: E402
 from figures.beam_tree import beam_tree_figure  # noqa: E402
 from figures.candidates import candidates_figure  # noqa: E402
 
-PROMPT = "The capital of France is"
+PROMPT = "Once upon a time, in a small village by the sea,"
 
 
 def median_ms(samples: list) -> str:
@@ -39,17 +39,19 @@ def bench_next(steps: int) -> None:
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.query_params.update({"max_new_tokens": str(steps + 1), "prompt": PROMPT, "strategy": "greedy"})
+    at.query_params.update({"max_new_tokens": str(steps + 40), "prompt": PROMPT, "strategy": "greedy"})
     at.run()
     at.switch_page("pages/step_by_step.py")
     at.run()
     clicks = []
     for _ in range(steps):
+        if at.button(key="sbs_next").disabled:      # the decode ended (EOS)
+            break
         t0 = time.perf_counter()
         at.button(key="sbs_next").click().run()
         clicks.append(time.perf_counter() - t0)
         assert not at.exception, at.exception
-    print(f"Next -> new chart (AppTest, whole page rerun), median of {steps}: {median_ms(clicks)}")
+    print(f"Next -> new chart (AppTest, whole page rerun), median of {len(clicks)}: {median_ms(clicks)}")
 
     lm = load_model()
     decoder = Decoder(lm, PROMPT, DecodeConfig(max_new_tokens=steps + 1))
@@ -58,6 +60,8 @@ def bench_next(steps: int) -> None:
     for _ in range(steps):
         t0 = time.perf_counter()
         step = decoder.step()
+        if step is None:
+            break
         t1 = time.perf_counter()
         fig = candidates_figure(step, decoder.config)
         t2 = time.perf_counter()

@@ -123,6 +123,10 @@ if stepper.can_branch:
     if points:
         data = points[0].get("customdata")
         token = data[0] if isinstance(data, list) else data
+        if token is None and isinstance(points[0].get("x"), int | float):     # bars sit at x = 0, 1, ... by rank
+            ranked = sorted(step.candidates, key=lambda c: c.rank)
+            index = round(points[0]["x"])          # grouped bars are drawn a little off their x
+            token = ranked[index].token_id if 0 <= index < len(ranked) else None
         if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
             S["sbs_last_pick"] = (stepper.active, step.index, token)
             picked = int(token)
