@@ -25,7 +25,16 @@ PAGES = [
 
 pages = [st.Page(str(HERE / "pages" / name), title=t(key), icon=icon, url_path=name[:-3])
          for name, key, icon in PAGES if (HERE / "pages" / name).is_file()]
-page = st.navigation(pages)
+
+
+def _start() -> None:
+    """The root address opens the first page at its own address, so every page lives at /<file stem>."""
+    st.switch_page(pages[0], query_params=st.query_params.to_dict())
+
+
+# Streamlit serves the default page at "/" only; a hidden start page keeps /step_by_step a real address.
+page = st.navigation([st.Page(_start, title="DecodeScope", url_path="start", default=True, visibility="hidden"),
+                      *pages])
 url_memory.restore_settings(page.url_path)
 try:
     presentation_controls()
