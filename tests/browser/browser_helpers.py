@@ -221,6 +221,7 @@ def sidebar_text_area(page):
 
 def set_prompt(page, text: str) -> None:
     """Type a prompt into the sidebar and commit it (Ctrl+Enter), then wait for the rerun."""
+    wait_idle(page)                       # parts of the page are inert while a run is in progress
     area = sidebar_text_area(page)
     area.fill(text)
     act(page, lambda: area.press("Control+Enter"))

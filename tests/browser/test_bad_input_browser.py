@@ -48,6 +48,7 @@ def test_empty_and_oversized_prompts_give_a_message_and_the_session_goes_on(watc
     screenshot(page, "bad_empty_prompt")
 
     big = ("A language model predicts the next token. 你好 😀 " * 5000)[:200_000]
+    wait_idle(page)
     page.evaluate("""([sel, text]) => {            // a paste: set the whole value at once
         const el = document.querySelector(sel);
         const setter = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
@@ -108,11 +109,13 @@ def test_unknown_model_and_folder_give_a_message_and_the_default_comes_back(watc
     model = page.locator("[data-testid='stSidebar'] [data-testid='stTextInput'] input").first
     for name, words in (("decodescope-test/no-such-model-anywhere", "no-such-model-anywhere"),
                         (str(tmp_path), "not a model")):
+        wait_idle(page)
         model.fill(name)
         act(page, lambda: model.press("Enter"))
         assert any(words in e for e in errors(page)), errors(page)
         assert_no_exception(page, server)
     screenshot(page, "bad_model")
+    wait_idle(page)
     model.fill("")
     act(page, lambda: model.press("Enter"))
     wait_chart(page)
