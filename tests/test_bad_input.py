@@ -188,7 +188,7 @@ def bert_folder(tmp_path_factory):
     """A tiny BERT encoder (not a causal LM) saved like a downloaded model."""
     from transformers import BertConfig, BertModel
 
-    from conftest import tiny_tokenizer
+    from tiny_models import tiny_tokenizer
 
     folder = tmp_path_factory.mktemp("bert")
     cfg = BertConfig(vocab_size=len(tiny_tokenizer()), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -201,7 +201,7 @@ def bert_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_folder(tmp_path_factory):
     """The tiny Llama saved to a folder, so load_model and the CLI can read it like any local model."""
-    from conftest import tiny_llama
+    from tiny_models import tiny_llama
 
     folder = tmp_path_factory.mktemp("tiny-llama")
     lm = tiny_llama()
@@ -262,7 +262,7 @@ def test_the_code_never_trusts_remote_code_nor_unpickles():
 # ---- uploaded traces ---------------------------------------------------------------
 @pytest.fixture(scope="session")
 def good_trace(tmp_path_factory):
-    from conftest import tiny_llama
+    from tiny_models import tiny_llama
 
     return decode(tiny_llama(), "The capital of France is", DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3))
 

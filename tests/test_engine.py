@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tiny_models import ROOT
 from engine import DecodeConfig, ModelLoadError, Trace, TraceFormatError, decode, load_model
 from engine.model import bytes_display, bundled_cache_dir
 
@@ -63,7 +63,7 @@ def test_engine_imports_no_streamlit():
 
 @pytest.fixture(scope="module")
 def saved_tiny(tmp_path_factory, ):
-    from conftest import tiny_llama
+    from tiny_models import tiny_llama
 
     folder = tmp_path_factory.mktemp("tiny-model")
     lm = tiny_llama()

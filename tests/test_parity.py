@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import tiny_gpt2, tiny_llama
+from tiny_models import tiny_gpt2, tiny_llama
 from engine import DecodeConfig, decode
 
 PROMPTS = ["The capital of France is", "Beam search keeps"]

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import assert_no_exception, open_page, screenshot, wait_idle
+from browser_helpers import assert_no_exception, open_page, screenshot, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from conftest import tiny_llama  # noqa: E402
+from tiny_models import tiny_llama  # noqa: E402
 
 PROMPT = "The capital of France is"
 NEW = 6

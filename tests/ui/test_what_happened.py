@@ -31,7 +31,7 @@ def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
     st.session_state["flagged"] = sorted(flagged_steps(trace))
     lm = None
     if with_model:
-        from conftest import tiny_llama
+        from tiny_models import tiny_llama
 
         lm = tiny_llama()
     jump = render_what_happened(trace, key_prefix="wh", lm=lm)
