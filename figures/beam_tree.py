@@ -167,7 +167,7 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                             f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8]) for _, _, _, kids in folded],
                         hoverinfo="text")
     fig.add_scatter(x=[0], y=[0], mode="markers+text", name=words["prompt"], text=[words["prompt"]],
-                    textposition="middle left", marker=dict(symbol="square", size=12, color="#888"),
+                    textposition="top center", marker=dict(symbol="square", size=12, color="#888"),
                     hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
 
     height = int(min(max(380, 34 * max_rows + 160), 900))
