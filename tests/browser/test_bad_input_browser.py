@@ -154,7 +154,7 @@ def payload(name: str, data: bytes) -> dict:
     return {"name": name, "mimeType": "application/json", "buffer": data}
 
 
-def test_bad_uploads_give_a_message_and_the_live_decode_stays(watched, server, real_traces):
+def test_bad_uploads_give_a_message_and_the_live_decode_stays(watched, server, real_traces, tmp_path):
     page = watched
     greedy, _ = real_traces
     open_page(page, server, "step_by_step", urlencode({"prompt": "The capital of France is", "max_new_tokens": 8}))
@@ -172,7 +172,9 @@ def test_bad_uploads_give_a_message_and_the_live_decode_stays(watched, server, r
         ("huge.json", json.dumps(big).encode(), "MB"),
     ]
     for name, data, words in cases:
-        upload(page, "sbs_upload", payload(name, data))
+        path = tmp_path / name                # a file on disk: Playwright hands over at most 50 MB from memory
+        path.write_bytes(data)
+        upload(page, "sbs_upload", path)
         assert any(words in e for e in errors(page)), (name, errors(page))
         assert_no_exception(page, server)
         assert shown_tokens(page) == before, f"the live decode was lost after uploading {name}"
