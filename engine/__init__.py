@@ -7,12 +7,8 @@ from .errors import ConfigError, DecodeScopeError, ModelLoadError, TraceFormatEr
 from .model import DEFAULT_MODEL, LoadedModel, ModelFacts, load_model
 from .trace import SCHEMA, Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Step, Trace
 
-
-def decode(lm, prompt, config, forced=None):
-    """Decode `prompt` with `config` on `lm`; returns a Trace. See engine.decode."""
-    from .decode import decode as _decode
-
-    return _decode(lm, prompt, config, forced=forced)
+# Imported eagerly so `engine.decode` stays the function (a lazy submodule import would rebind it to the module).
+from .decode import decode  # noqa: E402
 
 
 __all__ = ["STRATEGIES", "DecodeConfig", "ConfigError", "DecodeScopeError", "ModelLoadError", "TraceFormatError",
