@@ -105,7 +105,8 @@ def run_sessions(browser, base: str, sessions: list, tokens: int, timeout_s: flo
     for s in sessions:                        # goto returns once the HTML is in; the runs overlap on the server
         s.started = time.perf_counter()
         s.page.goto(session_url(base, s, tokens), wait_until="commit")
-    deadline = time.monotonic() + timeout_s * max(1, len(sessions) / 2)
+    limit = timeout_s * max(2, len(sessions) / 2)    # generous: the first session also waits for the model load
+    deadline = time.monotonic() + limit
     pending = list(sessions)
     while pending and time.monotonic() < deadline:
         for s in list(pending):
@@ -118,7 +119,7 @@ def run_sessions(browser, base: str, sessions: list, tokens: int, timeout_s: flo
                 pending.remove(s)
         time.sleep(0.2)
     for s in pending:
-        s.errors.append(f"did not finish within {timeout_s * max(1, len(sessions) / 2):.0f} s")
+        s.errors.append(f"did not finish within {limit:.0f} s")
     for s in sessions:
         if s.seconds is None:
             continue
