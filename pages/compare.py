@@ -10,6 +10,7 @@ from ui.i18n import t
 from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar, sync_url, url_value
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
+from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
@@ -105,7 +106,7 @@ st.plotly_chart(fig, key="cmp_chart", width="stretch")
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))
 words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
-         "parts": t("compare.hover_parts")}
+         "parts": t("compare.hover_parts"), "flagged": t("step.hover_flagged")}
 st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"), "top1": t("step.legend_top1"),
                            "top10": t("step.legend_top10"), "top100": t("step.legend_top100"),
                            "beyond": t("step.legend_beyond")}))
@@ -124,16 +125,13 @@ for key, name, tr in shown:
             part_text = t("compare.parts_at", step=part + 1)
         st.markdown(f"**{for_markdown(name)}** · {t('compare.total_logprob')} **{tr.best.cum_logprob:.2f}** · "
                     f"{t('compare.mean_entropy')} **{entropy:.2f}** nats · {part_text}")
-        st.html(token_html(tokens_of(tr), mode=mode, mark_step=part, current_step=highlight, words=words))
+        st.html(token_html(tokens_of(tr), mode=mode, mark_step=part, current_step=highlight, words=words,
+                           flagged=flagged_steps(tr)))
         if key == "beam":
             st.caption(t("compare.beam_note"))
 
-# ---- what happened (if the panel exists) for one lane, share and export ------------------------
-try:
-    from ui.what_happened import render_what_happened
-except ImportError:
-    render_what_happened = None
-if render_what_happened is not None and shown:
+# ---- what happened for one lane, share and export ------------------------
+if shown:
     names = [name for _, name, _ in shown]
     focus = st.selectbox(t("compare.explain_lane"), names, key="cmp_explain_lane")
     focus_trace = next(tr for _, name, tr in shown if name == focus)

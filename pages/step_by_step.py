@@ -12,6 +12,7 @@ from ui.session import copy_link_control, get_lm, model_facts_panel, shared_side
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
+from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
 PLAY_SECONDS = 0.6
@@ -170,11 +171,12 @@ if len(stepper.branches) > 1:
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))
 words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
-         "parts": t("step.hover_parts")}
+         "parts": t("step.hover_parts"), "flagged": t("step.hover_flagged")}
 trace = stepper.trace()
 shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
 st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
-st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words))
+st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words,
+                   flagged=flagged_steps(trace)))
 st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"), "top1": t("step.legend_top1"),
                            "top10": t("step.legend_top10"), "top100": t("step.legend_top100"),
                            "beyond": t("step.legend_beyond")}))
@@ -187,16 +189,11 @@ if len(stepper.branches) > 1:
             st.markdown(f"**{for_markdown(branch_label(i))}**")
             st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
 
-# ---- what happened (if the panel exists), share and export ------------------------------
-try:
-    from ui.what_happened import render_what_happened
-except ImportError:
-    render_what_happened = None
-if render_what_happened is not None:
-    jump = render_what_happened(trace, key_prefix="sbs_wh")
-    if jump is not None and jump != stepper.cursor:
-        stepper.go(int(jump))
-        st.rerun()
+# ---- what happened, share and export ------------------------------
+jump = render_what_happened(trace, key_prefix="sbs_wh")
+if jump is not None and jump != stepper.cursor:
+    stepper.go(int(jump))
+    st.rerun()
 
 st.divider()
 export_bar(trace, fig, "step-by-step", key="sbs_export")

@@ -59,10 +59,11 @@ def rank_colour(rank: int | None) -> str:
 
 
 def token_html(tokens: list, mode: str = "prob", mark_step: int | None = None, current_step: int | None = None,
-               words: dict | None = None) -> str:
+               words: dict | None = None, flagged: set | frozenset = frozenset()) -> str:
     """HTML for a token list. mode 'prob' or 'rank'; mark_step gets a bar before it (where a lane parts);
-    current_step is outlined. words: translated hover words (step, p, rank, forced)."""
-    w = {"step": "step", "p": "p", "rank": "rank", "forced": "forced", "parts": "parts here"}
+    current_step is outlined solid, `flagged` steps (What happened? findings) dashed.
+    words: translated hover words (step, p, rank, forced, flagged)."""
+    w = {"step": "step", "p": "p", "rank": "rank", "forced": "forced", "parts": "parts here", "flagged": "flagged"}
     w.update(words or {})
     spans = []
     for tok in tokens:
@@ -75,8 +76,12 @@ def token_html(tokens: list, mode: str = "prob", mark_step: int | None = None, c
         if tok.forced:
             hover += f" · {w['forced']}"
         style = f"background:{colour};color:#111;border-radius:3px;padding:1px 1px;margin:0 1px;"
+        if tok.step in flagged:
+            hover += f" · {w['flagged']}"
         if tok.step == current_step:
             style += "outline:2px solid #e45756;"
+        elif tok.step in flagged:
+            style += "outline:2px dashed #7b3fbf;outline-offset:1px;"
         if tok.forced:
             style += "text-decoration:underline wavy #e45756;"
         body = for_html(tok.text).replace("\r\n", "\n").replace("\n", NEWLINE + "<br>") if tok.text else "∅"
