@@ -9,7 +9,7 @@ from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, for_markdown, visible
 from ui.i18n import t
-from ui.session import get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
 S = st.session_state
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
@@ -20,14 +20,6 @@ settings = shared_sidebar()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()
-
-
-def cached(name: str, identity: tuple, compute):
-    """Per-user result in session state, recomputed only when its inputs change."""
-    if S.get(name + "_id") != identity:
-        S[name] = compute()
-        S[name + "_id"] = identity
-    return S[name]
 
 
 def one_line(text: str) -> str:

@@ -8,7 +8,7 @@ from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
-from ui.session import get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
 S = st.session_state
 
@@ -18,14 +18,6 @@ settings = shared_sidebar()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()
-
-
-def cached(name: str, identity: tuple, compute):
-    """Per-user result in session state, recomputed only when its inputs change."""
-    if S.get(name + "_id") != identity:
-        S[name] = compute()
-        S[name + "_id"] = identity
-    return S[name]
 
 
 def one_line(text: str) -> str:

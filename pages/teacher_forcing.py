@@ -10,7 +10,7 @@ from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
-from ui.session import get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
 S = st.session_state
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
@@ -22,14 +22,6 @@ settings = shared_sidebar()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()
-
-
-def cached(name: str, identity: tuple, compute):
-    """Per-user result in session state, recomputed only when its inputs change."""
-    if S.get(name + "_id") != identity:
-        S[name] = compute()
-        S[name + "_id"] = identity
-    return S[name]
 
 
 def one_line(text: str) -> str:

@@ -148,3 +148,12 @@ def copy_link_control() -> None:
     with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
         st.caption(t("common.copy_link_help"))
         st.code(share_link(), language=None, wrap_lines=True)
+
+
+def cached(name: str, identity: tuple, compute):
+    """Per-user result in session state, recomputed only when its inputs change."""
+    state = st.session_state
+    if state.get(name + "_id") != identity:
+        state[name] = compute()
+        state[name + "_id"] = identity
+    return state[name]
