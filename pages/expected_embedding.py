@@ -11,7 +11,6 @@ from figures.labels import NEWLINE, for_markdown, visible
 from ui.i18n import t
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
-S = st.session_state
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
 st.title(t("embedding.title"))

@@ -10,7 +10,6 @@ from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
-S = st.session_state
 
 st.title(t("kv.title"))
 st.caption(t("kv.intro"))

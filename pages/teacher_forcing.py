@@ -12,7 +12,6 @@ from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
-S = st.session_state
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
 
