@@ -6,6 +6,8 @@ results live in st.session_state.
 """
 from __future__ import annotations
 
+import math
+
 import threading
 from dataclasses import dataclass
 
@@ -57,9 +59,12 @@ def url_value(key: str, default, kind=str):
     try:
         if kind is bool:
             return raw in ("1", "true", "True")
-        return kind(raw)
+        value = kind(raw)
     except (TypeError, ValueError):
         return default
+    if isinstance(value, float) and not math.isfinite(value):
+        return default          # "nan" and "inf" parse as floats, but no setting means them
+    return value
 
 
 def _clamped_int(key: str, default: int, low: int, high: int) -> int:

@@ -31,7 +31,7 @@ def shown_tokens(page, scope: str = "") -> list:
     titles = page.locator(f"{scope} {TOKEN_SPANS}".strip()).evaluate_all("els => els.map(e => e.title)")
     out = []
     for title in titles:
-        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?$", title, re.S)
+        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?(?: · flagged in What happened\?)?$", title, re.S)
         assert m, title
         out.append((int(m.group(1)), m.group(2)))
     return out

@@ -144,3 +144,15 @@ def test_compare_top_k_1_matches_greedy():
     assert len(lines) == 2
     assert "the reference lane" in lines[0]
     assert "same tokens as greedy" in lines[1]        # top-k 1 leaves only the argmax to draw
+
+
+@pytest.mark.parametrize("params", [{"temperature": "nan"}, {"temperature": "inf", "strategy": "sample"},
+                                    {"seed": "-5", "top_k": "many", "top_p": "-inf"}])
+def test_nonsense_in_a_hand_edited_url_falls_back_to_defaults(params):
+    at = open_page("pages/step_by_step.py", max_new_tokens=2, prompt=PROMPT, **params)
+    assert not at.error, [e.value for e in at.error]
+    assert at.metric, "nothing was decoded"
+    for key in params:
+        if key in ("temperature", "top_p"):
+            assert math.isfinite(float(at.query_params[key][0] if isinstance(at.query_params[key], list)
+                                       else at.query_params[key]))
