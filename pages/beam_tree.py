@@ -11,7 +11,7 @@ from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
 from ui.strategy import make_config
 
 S = st.session_state
@@ -53,9 +53,8 @@ else:
                 S["beam_trace"] = BeamSearch(lm, settings.prompt, config).run()
             S["beam_key"] = key
             S.pop("beam_upto", None)
-    except DecodeScopeError as exc:
-        st.error(str(exc))
-        st.stop()
+    except DecodeScopeError as exc:        # keep the tree already on screen, if there is one
+        keep_or_stop(exc, "beam_trace" in S)
     trace = S["beam_trace"]
     sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
 

@@ -7,7 +7,7 @@ from figures.compare import first_difference, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
@@ -64,6 +64,7 @@ if chosen or uploaded is not None:
             st.stop()
         model_facts_panel(lm.facts)
     cache = S.setdefault("cmp_cache", {})
+    last_good = S.setdefault("cmp_last_good", {})     # lane -> its last trace, kept on screen when inputs go bad
     needed = list(chosen)
     if "greedy" not in needed and needed:
         needed.append("greedy")          # the reference every lane is compared with
@@ -76,9 +77,14 @@ if chosen or uploaded is not None:
                     cache[key] = decode(lm, settings.prompt, config)
                 while len(cache) > CACHE_SIZE:
                     cache.pop(next(iter(cache)))
+            last_good[lane] = cache[key]
             lanes.append((lane, lane_name(lane), cache[key]))
         except DecodeScopeError as exc:
-            st.error(f"{lane_name(lane)}: {exc}")
+            if lane in last_good:
+                keep_or_stop(exc, have_previous=True)
+                lanes.append((lane, lane_name(lane), last_good[lane]))
+            else:
+                st.error(f"{lane_name(lane)}: {exc}")
     if uploaded is not None:
         lanes.append(("uploaded", t("compare.name_uploaded", strategy=uploaded.config.strategy), uploaded))
 else:

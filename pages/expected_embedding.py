@@ -3,7 +3,7 @@ import math
 
 import streamlit as st
 
-from engine import DecodeConfig, DecodeScopeError
+from engine import DecodeConfig
 from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
@@ -46,15 +46,11 @@ base = DecodeConfig(max_new_tokens=settings.max_new_tokens, seed=settings.seed, 
 discrete_config = base.replace(strategy=discrete_mode)
 soft_config = base.replace(strategy="soft")
 
-try:
-    with st.spinner(t("embedding.running")):
-        discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
-                          lambda: decode(lm, settings.prompt, discrete_config))
-        soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
-                                   lambda: soft_lane(lm, settings.prompt, soft_config))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+with st.spinner(t("embedding.running")):
+    discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
+                      lambda: decode(lm, settings.prompt, discrete_config))
+    soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
+                               lambda: soft_lane(lm, settings.prompt, soft_config))
 
 # ---- the two lanes -------------------------------------------------------------------------
 discrete_ids = [s.chosen_ids[0] for s in discrete.steps]
@@ -112,16 +108,12 @@ hard = g2.toggle(t("embedding.hard"), value=url_value("ee_hard", False, bool), k
                  help=t("embedding.hard_help"))
 sync_url(ee_tau=tau, ee_hard=hard)
 gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
-try:
-    with st.spinner(t("embedding.running")):
-        gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
-                           lambda: soft_lane(lm, settings.prompt, gumbel_config))
-        sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
-                       lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
-                                            chat=settings.chat))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+with st.spinner(t("embedding.running")):
+    gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
+                       lambda: soft_lane(lm, settings.prompt, gumbel_config))
+    sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
+                   lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
+                                        chat=settings.chat))
 g_steps = [s for s in gumbel.steps if s.feedback is not None]
 g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
 if g_step is not None:

@@ -1,7 +1,7 @@
 """Page: the KV cache of the trace on screen, per beam and per step; real tensors vs paged accounting."""
 import streamlit as st
 
-from engine import DecodeConfig, DecodeScopeError
+from engine import DecodeConfig
 from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
@@ -37,12 +37,8 @@ sync_url(kv_strategy=strategy, kv_beams=beams)
 config = DecodeConfig(strategy=strategy, num_beams=beams if strategy == "beam" else 1,
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=5)
 
-try:
-    with st.spinner(t("kv.running")):
-        trace = cached("kv_trace", (lm.name, settings.prompt, config), lambda: decode(lm, settings.prompt, config))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+with st.spinner(t("kv.running")):
+    trace = cached("kv_trace", (lm.name, settings.prompt, config), lambda: decode(lm, settings.prompt, config))
 
 facts = lm.facts
 per_row = facts.kv_bytes_per_token
@@ -97,15 +93,11 @@ st.subheader(t("kv.soft_header"))
 st.markdown(t("kv.soft_intro"))
 greedy_config = config.replace(strategy="greedy", num_beams=1)
 soft_config = config.replace(strategy="soft", num_beams=1)
-try:
-    with st.spinner(t("kv.running")):
-        greedy = cached("kv_greedy", (lm.name, settings.prompt, greedy_config),
-                        lambda: decode(lm, settings.prompt, greedy_config))
-        soft = cached("kv_soft", (lm.name, settings.prompt, soft_config),
-                      lambda: decode(lm, settings.prompt, soft_config))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+with st.spinner(t("kv.running")):
+    greedy = cached("kv_greedy", (lm.name, settings.prompt, greedy_config),
+                    lambda: decode(lm, settings.prompt, greedy_config))
+    soft = cached("kv_soft", (lm.name, settings.prompt, soft_config),
+                  lambda: decode(lm, settings.prompt, soft_config))
 common = min(len(greedy.steps), len(soft.steps))
 same = all(greedy.steps[i].kv.bytes == soft.steps[i].kv.bytes and greedy.steps[i].kv.rows == soft.steps[i].kv.rows
            for i in range(common))

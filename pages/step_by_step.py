@@ -8,7 +8,7 @@ from figures.candidates import candidates_figure
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.session import copy_link_control, get_lm, model_facts_panel, shared_sidebar
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -47,9 +47,9 @@ else:
             S["sbs"], S["sbs_identity"] = stepper, identity
         else:
             stepper.reconfigure(config)
-    except DecodeScopeError as exc:
-        st.error(str(exc))
-        st.stop()
+    except DecodeScopeError as exc:        # keep the decode already on screen, if there is one
+        stepper = S.get("sbs")
+        keep_or_stop(exc, isinstance(stepper, Stepper))
 
 
 # ---- controls: callbacks run before the page, so the slider can follow the cursor -------

@@ -3,7 +3,7 @@ import math
 
 import streamlit as st
 
-from engine import DecodeScopeError, Neighbour
+from engine import Neighbour
 from engine.teacher import epsilon_curve, free_run, scheduled_sampling, teacher_force
 from figures.embedding import neighbour_bars
 from figures.labels import NEWLINE, for_markdown, visible
@@ -42,16 +42,14 @@ sync_url(tf_reference=reference, tf_mode=mode, tf_temperature=temperature)
 temperature = temperature if mode == "sample" else 1.0
 
 # ---- 1. teacher forcing ---------------------------------------------------------------
-try:
-    with st.spinner(t("teacher.running")):
-        forced = cached("tf_forced", (lm.name, settings.prompt, reference, settings.chat),
-                        lambda: teacher_force(lm, settings.prompt, reference, chat=settings.chat))
-        run = cached("tf_free", (lm.name, settings.prompt, reference, settings.chat, mode, temperature, settings.seed),
-                     lambda: free_run(lm, forced, settings.prompt, strategy=mode, temperature=temperature,
-                                      seed=settings.seed, chat=settings.chat))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+with st.spinner(t("teacher.running")):
+    forced = cached("tf_forced", (lm.name, settings.prompt, reference, settings.chat),
+                    lambda: teacher_force(lm, settings.prompt, reference, chat=settings.chat))
+    # keyed by the scored ids too: when new inputs are bad, `forced` is the kept previous result
+    scored = (lm.name, tuple(forced.prompt_ids), tuple(forced.reference_ids))
+    run = cached("tf_free", scored + (settings.chat, mode, temperature, settings.seed),
+                 lambda: free_run(lm, forced, settings.prompt, strategy=mode, temperature=temperature,
+                                  seed=settings.seed, chat=settings.chat))
 
 n = len(forced.positions)
 top1 = sum(1 for p in forced.positions if p.rank == 1)
@@ -120,14 +118,10 @@ st.markdown(t("teacher.scheduled_intro", seed=settings.seed))
 eps = st.slider("eps", 0.0, 1.0, step=0.05, key="tf_eps", value=min(max(url_value("tf_eps", 0.3, float), 0.0), 1.0),
                 help=t("teacher.eps_help"))
 sync_url(tf_eps=eps)
-identity = (lm.name, settings.prompt, reference, settings.chat, mode, temperature, settings.seed)
-try:
-    with st.spinner(t("teacher.running")):
-        mixed = cached("tf_mixed", identity + (eps,), lambda: scheduled_sampling(
-            lm, forced, eps, seed=settings.seed, strategy=mode, temperature=temperature))
-except DecodeScopeError as exc:
-    st.error(str(exc))
-    st.stop()
+identity = scored + (settings.chat, mode, temperature, settings.seed)
+with st.spinner(t("teacher.running")):
+    mixed = cached("tf_mixed", identity + (eps,), lambda: scheduled_sampling(
+        lm, forced, eps, seed=settings.seed, strategy=mode, temperature=temperature))
 swapped = sum(mixed.swapped)
 cols = st.columns(3)
 cols[0].metric(t("teacher.metric_swapped"), f"{swapped}/{n}")
@@ -147,6 +141,8 @@ if st.toggle(t("teacher.curve_toggle"), value=True, key="tf_curve"):
     curve_labels["title"] = t("teacher.curve_title")
     free_line = run.logprob if len(run.token_ids) == n else None
     st.plotly_chart(epsilon_figure(curve, curve_labels, forced.logprob, free_line), key="tf_curve_chart")
-    st.markdown(t("teacher.curve_summary", first=f"{curve[0].logprob:.2f}", last=f"{curve[-1].logprob:.2f}",
-                  teacher=f"{forced.logprob:.2f}",
-                  free=f"{run.logprob:.2f}" if free_line is not None else "—"))
+    ends = dict(first=f"{curve[0].logprob:.2f}", last=f"{curve[-1].logprob:.2f}", teacher=f"{forced.logprob:.2f}")
+    if free_line is not None:
+        st.markdown(t("teacher.curve_summary", free=f"{run.logprob:.2f}", **ends))
+    else:   # the free run met end-of-text early: it scores only part of the reference
+        st.markdown(t("teacher.curve_summary_stopped", own=len(run.token_ids), n=n, **ends))

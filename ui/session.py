@@ -49,6 +49,9 @@ def get_lm(name: str = ""):
 
 
 # ---- settings kept in the URL --------------------------------------------------
+URL_PROMPT_LIMIT = 4000     # characters of prompt kept in the URL (and so in a share link)
+
+
 def url_value(key: str, default, kind=str):
     """A setting from session state, else the URL, else the default (bad URL values fall back)."""
     if key in st.session_state:
@@ -99,6 +102,7 @@ DEFAULT_PROMPT = "The capital of France is"
 
 def shared_sidebar() -> SharedSettings:
     """The sidebar every page shares: language, model, prompt, chat switch, seed, length."""
+    st.session_state["_errors_shown"] = set()        # a new run: messages may be shown again (keep_or_stop)
     with st.sidebar:
         st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
                      index=list(LANGUAGES).index(language()))
@@ -112,8 +116,11 @@ def shared_sidebar() -> SharedSettings:
                                   value=_clamped_int("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
-    sync_url(model=model, prompt=prompt, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens,
-             lang=settings.lang)
+    sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
+    if len(prompt) <= URL_PROMPT_LIMIT:
+        sync_url(prompt=prompt)
+    else:                       # a pasted book does not belong in an address bar or a share link
+        st.query_params.pop("prompt", None)
     return settings
 
 
@@ -152,13 +159,40 @@ def copy_link_control() -> None:
     """A "copy link" box in the sidebar: the code block has Streamlit's copy button."""
     with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
         st.caption(t("common.copy_link_help"))
+        prompt = st.session_state.get("prompt") or ""
+        if len(prompt) > URL_PROMPT_LIMIT:
+            st.warning(t("common.copy_link_no_prompt", n=f"{len(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
         st.code(share_link(), language=None, wrap_lines=True)
 
 
+def keep_or_stop(exc: Exception, have_previous: bool) -> None:
+    """Say what was wrong; keep the results already on screen when there are some, else stop the page.
+
+    A bad prompt or setting must not wipe out the decode a user was looking at. Each message
+    is shown once per run, however many computations it stopped."""
+    shown = st.session_state.setdefault("_errors_shown", set())      # emptied by shared_sidebar each run
+    if str(exc) not in shown:
+        st.error(str(exc))
+        shown.add(str(exc))
+    if not have_previous:
+        st.stop()
+    if "kept" not in shown:
+        st.caption(t("common.kept_previous"))
+        shown.add("kept")
+
+
 def cached(name: str, identity: tuple, compute):
-    """Per-user result in session state, recomputed only when its inputs change."""
+    """Per-user result in session state, recomputed only when its inputs change.
+
+    When the new inputs are bad (a DecodeScopeError), the message is shown and the previous
+    result is returned, so what was on screen stays; with no previous result the page stops."""
     state = st.session_state
     if state.get(name + "_id") != identity:
-        state[name] = compute()
+        try:
+            value = compute()
+        except DecodeScopeError as exc:
+            keep_or_stop(exc, name in state)
+            return state[name]
+        state[name] = value
         state[name + "_id"] = identity
     return state[name]

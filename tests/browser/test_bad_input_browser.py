@@ -45,6 +45,7 @@ def test_empty_and_oversized_prompts_give_a_message_and_the_session_goes_on(watc
     set_prompt(page, "")
     assert any("empty" in e for e in errors(page)), errors(page)
     assert_no_exception(page, server)
+    assert shown_tokens(page) == before, "the decode on screen was lost after an empty prompt"
     screenshot(page, "bad_empty_prompt")
 
     big = ("A language model predicts the next token. 你好 😀 " * 5000)[:200_000]
@@ -57,11 +58,13 @@ def test_empty_and_oversized_prompts_give_a_message_and_the_session_goes_on(watc
     act(page, lambda: page.locator("[data-testid='stSidebar'] textarea").first.press("Control+Enter"))
     assert any("context" in e and "shorten" in e for e in errors(page)), errors(page)
     assert_no_exception(page, server)
+    assert shown_tokens(page) == before, "the decode on screen was lost after a 200 KB prompt"
+    assert len(page.url) < 10_000, f"the 200 KB prompt went into the address ({len(page.url):,} characters)"
     screenshot(page, "bad_200kb_prompt")
 
     set_prompt(page, "The capital of France is")
     wait_chart(page)
-    assert shown_tokens(page) == before[:1]
+    assert shown_tokens(page) == before
     assert not errors(page)
 
 

@@ -1,0 +1,71 @@
+"""Bad input on every page: a clear message, and the results already on screen stay.
+
+Each page is opened on the tiny random Llama (saved to a folder and typed into the model
+box) with a good prompt. Then the prompt is made empty, then longer than the model's
+context: the page must name what is wrong, raise no exception, and still show the same
+numbers and charts as before. Fixing the prompt brings the page back without a message.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from tiny_models import tiny_llama  # noqa: E402
+
+PROMPT = "The capital of France is"
+PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache"]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    lm = tiny_llama()
+    folder = tmp_path_factory.mktemp("tiny-llama-lost")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return lm, str(folder)
+
+
+def on_screen(at: AppTest) -> tuple:
+    """What a user reads as the result: every metric, every coloured token view, how many charts."""
+    metrics = [(m.label, m.value) for m in at.metric]
+    views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
+    return metrics, views, len(at.get("plotly_chart"))
+
+
+def set_prompt(at: AppTest, text: str) -> None:
+    at.sidebar.text_area(key="prompt").set_value(text).run()
+    assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_folder, page):
+    lm, folder = tiny_folder
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = 4
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    before = on_screen(at)
+    assert before[2] > 0, "the page drew no chart for a good prompt"
+
+    context = lm.model.config.max_position_embeddings
+    for bad, words in (("", "prompt: is empty"), ("word " * (context + 10), "longer than the model's context")):
+        set_prompt(at, bad)
+        messages = [e.value for e in at.error]
+        assert any(words in m for m in messages), (page, messages)
+        assert len(messages) == len(set(messages)), f"a message was repeated: {messages}"
+        assert on_screen(at) == before, f"{page}: the result on screen changed after a bad prompt"
+        assert any("last ones that worked" in c.value for c in at.caption), page
+
+    set_prompt(at, PROMPT)
+    assert not at.error, [e.value for e in at.error]
+    assert on_screen(at) == before
