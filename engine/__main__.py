@@ -25,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description="Decode with a causal LM and record every step.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("decode", help="decode a prompt and print every step")
-    p.add_argument("--prompt", required=True, help="text for the model to continue")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="text for the model to continue")
+    source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
     p.add_argument("--model", default=None, help="Hugging Face id or local folder (default: the bundled SmolLM2)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--strategy", default=d.strategy, help=f"one of {', '.join(STRATEGIES)}")
@@ -77,6 +79,29 @@ def _show(text: str) -> str:
     return repr(text)[1:-1] if text.strip() == text and text else repr(text)
 
 
+MAX_PROMPT_FILE = 10 * 1024 * 1024   # no model's context holds more; a bigger file is a wrong file
+
+
+def read_prompt_file(path: str) -> str:
+    """The prompt from a file (or stdin); a missing, unreadable, huge or non-UTF-8 file is named in the error."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_PROMPT_FILE + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_PROMPT_FILE + 1)
+    except OSError as exc:
+        raise ConfigError("prompt_file", f"--prompt-file: cannot read {path}: {exc.strerror}") from None
+    if len(data) > MAX_PROMPT_FILE:
+        raise ConfigError("prompt_file", f"--prompt-file: {path} is over {MAX_PROMPT_FILE // 2**20} MB; "
+                                         "no model's context holds that much text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("prompt_file", f"--prompt-file: {path} is not UTF-8 text "
+                                         f"(byte {exc.start} cannot be decoded)") from None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -85,6 +110,8 @@ def main(argv=None) -> int:
         from .decode import decode
         from .model import load_model
 
+        if args.prompt_file is not None:
+            args.prompt = read_prompt_file(args.prompt_file)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
 

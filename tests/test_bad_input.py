@@ -470,3 +470,31 @@ def test_cli_as_a_real_process_prints_one_line_and_no_traceback(tmp_path, tiny_f
                      model=tiny_folder)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert Trace.from_json(out.read_bytes()).prompt == UNICODE_PROMPTS["rtl"]
+
+
+@needs_cli
+def test_cli_reads_the_prompt_from_a_file_and_names_a_bad_file(capsys, monkeypatch, tiny_folder, tmp_path):
+    good = tmp_path / "prompt.txt"
+    good.write_text(UNICODE_PROMPTS["rtl"] + "\nsecond line", encoding="utf-8")
+    out = tmp_path / "from-file.json"
+    result = cli_in_process(capsys, monkeypatch, "--prompt-file", str(good), "--max-new-tokens", "2",
+                            "--json", str(out), model=tiny_folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert Trace.from_json(out.read_bytes()).prompt == UNICODE_PROMPTS["rtl"] + "\nsecond line"
+
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("café".encode("latin-1"))
+    assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(latin1), model=tiny_folder),
+                          "--prompt-file", "not UTF-8", "byte 3")
+    assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(tmp_path / "missing.txt"),
+                                         model=tiny_folder), "--prompt-file", "missing.txt", "No such file")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(empty), model=tiny_folder),
+                          "prompt", "empty")
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"a" * (10 * 2**20 + 1))
+    assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(big), model=tiny_folder),
+                          "--prompt-file", "10 MB")
+    both = cli_in_process(capsys, monkeypatch, "--prompt", "Paris", "--prompt-file", str(good), model=tiny_folder)
+    assert_one_error_line(both, "--prompt-file", "not allowed with")
