@@ -68,6 +68,18 @@ class Server:
                 self.proc.wait(timeout=30)
 
 
+def _die_with_parent() -> None:
+    """Run in the server's child process: Linux sends it SIGTERM when the test process dies,
+    so a pytest killed by a timeout leaves no Streamlit server holding the model."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_server(log_dir: Path, env_extra: dict | None = None) -> Server:
     port = free_port()
     log = log_dir / f"streamlit-{port}.log"
@@ -77,7 +89,8 @@ def start_server(log_dir: Path, env_extra: dict | None = None) -> Server:
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     server = Server(proc, port, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
