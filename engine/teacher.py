@@ -199,6 +199,28 @@ def coins(n: int, seed: int) -> list:
     return torch.rand(n, generator=g).tolist()
 
 
+def runs(swapped: list) -> list:
+    """(i, j) spans of one forward pass each: predict positions i..j from reference inputs i..j-1.
+
+    A span ends at the next swapped position (its input must wait for the model's prediction
+    there) or at the last position."""
+    spans, i, n = [], 0, len(swapped)
+    while i < n:
+        j = i
+        while j < n - 1 and not swapped[j]:
+            j += 1
+        spans.append((i, j))
+        i = j + 1
+    return spans
+
+
+def curve_passes(n: int, points: int, seed: int = 0) -> int:
+    """Forward passes `epsilon_curve` makes for n reference tokens, counted from the coins alone
+    (so the page can say what the curve costs before running it)."""
+    u = coins(n, seed)
+    return sum(len(runs([c < k / (points - 1) for c in u])) for k in range(points))
+
+
 @torch.inference_mode()
 def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0, strategy: str = "greedy",
                        temperature: float = 1.0) -> ScheduledRun:
@@ -225,12 +247,7 @@ def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0
     passes = 0
     past = None
     pending = list(teacher.prompt_ids)        # tokens not yet run through the model
-    i = 0
-    while i < n:
-        # extend the run with reference inputs up to (not including) the next swapped position
-        j = i
-        while j < n - 1 and not swapped[j]:
-            j += 1
+    for i, j in runs(swapped):
         # predict positions i..j: inputs so far plus reference tokens i..j-1
         logits, past = _forward(lm, pending + ref[i:j], j - i + 1, past, cache=True)
         passes += 1
@@ -249,7 +266,6 @@ def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0
         else:
             inputs.append(ref[j])
         pending = [inputs[-1]]
-        i = j + 1
     return ScheduledRun(epsilon=float(epsilon), swapped=swapped, inputs=inputs,
                         input_texts=[lm.token_texts[x] for x in inputs], logprobs=logprobs,
                         logprob=float(sum(logprobs)), forward_passes=passes)

@@ -4,7 +4,7 @@ import math
 import streamlit as st
 
 from engine import Neighbour
-from engine.teacher import epsilon_curve, free_run, scheduled_sampling, teacher_force
+from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
 from figures.embedding import neighbour_bars
 from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
@@ -133,7 +133,9 @@ strip_labels["title"] = t("teacher.strip_title", eps=f"{eps:.2f}")
 st.plotly_chart(swap_strip(forced, mixed, strip_labels), key="tf_strip_chart")
 
 points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")
-if st.toggle(t("teacher.curve_toggle"), value=True, key="tf_curve"):
+# the curve costs many forward passes (about points/2 free runs): it runs when asked, and says so first
+st.caption(t("teacher.curve_cost", points=points, passes=f"{curve_passes(n, points, settings.seed):,}", n=n))
+if st.toggle(t("teacher.curve_toggle"), value=False, key="tf_curve"):
     with st.spinner(t("teacher.curve_running", points=points)):
         curve = cached("tf_curve_runs", identity + (points,), lambda: epsilon_curve(
             lm, forced, points=points, seed=settings.seed, strategy=mode, temperature=temperature))

@@ -12,7 +12,8 @@ import torch
 
 from engine import ConfigError, DecodeConfig
 from engine.decode import Decoder
-from engine.teacher import (coins, epsilon_curve, free_run, kl_divergence, scheduled_sampling, teacher_force)
+from engine.teacher import (coins, curve_passes, epsilon_curve, free_run, kl_divergence, runs, scheduled_sampling,
+                            teacher_force)
 
 PROMPT = "The capital of France"
 REFERENCE = " is Paris. The capital of Italy is Rome."
@@ -150,6 +151,20 @@ class TestScheduledSampling:
         assert [sum(r.swapped) for r in curve] == [sum(v < e for v in coins(len(forced.reference_ids), 3))
                                                    for e in (0.0, 0.25, 0.5, 0.75, 1.0)]
         assert curve[0].logprob == pytest.approx(forced.logprob, abs=1e-3)
+
+    def test_runs_split_at_each_swap_by_hand(self):
+        # positions 0..5, swapped at 1 and 4: predict 0-1 in one pass, then 2-4, then 5
+        assert runs([False, True, False, False, True, False]) == [(0, 1), (2, 4), (5, 5)]
+        assert runs([False] * 4) == [(0, 3)]                       # teacher forcing: one pass
+        assert runs([True] * 3) == [(0, 0), (1, 1), (2, 2)]        # free running: one pass per token
+        assert runs([False, False, True]) == [(0, 2)]              # a swap at the last position costs nothing
+
+    def test_curve_passes_counts_what_the_curve_runs(self, llama):
+        forced = teacher_force(llama, PROMPT, REFERENCE)
+        n = len(forced.reference_ids)
+        curve = epsilon_curve(llama, forced, points=5, seed=3)
+        assert curve_passes(n, 5, seed=3) == sum(r.forward_passes for r in curve)
+        assert curve[0].forward_passes == 1 and curve[-1].forward_passes == n
 
     def test_bad_eps_names_the_parameter(self, llama):
         forced = teacher_force(llama, PROMPT, REFERENCE)

@@ -129,7 +129,7 @@ def reference_logprob(lm) -> float:
 
 def test_teacher_page_scores_the_reference(tiny_folder):
     lm, folder = tiny_folder
-    at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=0.0, tf_points=3)
+    at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=0.0, tf_points=3, tf_curve=True)
     expected, n = reference_logprob(lm)
     assert metric(at, "Reference tokens") == str(n)
     assert metric(at, "log p(reference)") == f"{expected:.2f}"
@@ -149,6 +149,22 @@ def test_teacher_page_eps_one_swaps_every_position(tiny_folder):
     assert metric(at, "Positions swapped") == f"{n}/{n}"
     # one forward pass per swapped position: free running, one token at a time
     assert metric(at, "Forward passes") == str(n)
+
+
+def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_folder):
+    lm, folder = tiny_folder
+    at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_points=3)
+    _, n = reference_logprob(lm)
+    # a pass per span between swaps: 1 + the swapped positions before the last (seed 0's coins)
+    u = torch.rand(n, generator=torch.Generator().manual_seed(0)).tolist()
+    passes = sum(1 + sum(c < eps for c in u[:-1]) for eps in (0.0, 0.5, 1.0))
+    assert any(f"takes {passes:,} forward passes" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert "At eps = 0 the curve gives" not in shown(at)          # not computed until asked
+    charts = len(at.get("plotly_chart"))
+    at.toggle(key="tf_curve").set_value(True).run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == charts + 1
+    assert "At eps = 0 the curve gives" in shown(at)
 
 
 # ---- expected embedding ---------------------------------------------------------------------------
