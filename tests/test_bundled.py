@@ -58,3 +58,40 @@ def test_bundled_soft_drifts_away_from_real_tokens(bundled):
     assert cos[0] > 0.9                       # a peaked first distribution sits on a real token
     assert min(cos) < cos[0]                  # later mixtures fall between tokens
     assert all(-1.0 <= c <= 1.0 + 1e-6 for c in cos)
+
+
+# ---- the "inside the choice" engines on the real model ----------------------------------------
+def test_bundled_teacher_forcing_matches_a_plain_forward_pass(bundled):
+    from engine.teacher import epsilon_curve, teacher_force
+
+    prompt, reference = "The capital of France is", " Paris. It is a big city."
+    forced = teacher_force(bundled, prompt, reference)
+    ids = forced.prompt_ids + forced.reference_ids
+    with torch.no_grad():
+        logp = torch.log_softmax(bundled.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+    P = len(forced.prompt_ids)
+    expected = [float(logp[P - 1 + i, tok]) for i, tok in enumerate(forced.reference_ids)]
+    assert forced.logprob == pytest.approx(sum(expected), abs=1e-3)
+    assert forced.positions[0].rank == 1                         # MODEL.md: greedy answers " Paris"
+    curve = epsilon_curve(bundled, forced, points=3)
+    assert curve[0].logprob == pytest.approx(forced.logprob, abs=1e-3)      # eps = 0 is teacher forcing
+    assert curve[-1].inputs == decode(bundled, prompt, DecodeConfig(max_new_tokens=len(ids) - P)).best.token_ids
+
+
+def test_bundled_kv_rows_and_bytes_and_soft_keeps_one_cache(bundled):
+    per_row = 2 * 30 * 3 * 64 * 4                   # K and V x layers x KV heads x head dim x float32
+    greedy = decode(bundled, "The capital of France is", DecodeConfig(max_new_tokens=5))
+    soft = decode(bundled, "The capital of France is", DecodeConfig(strategy="soft", max_new_tokens=5))
+    P = len(greedy.prompt_token_ids)
+    for i, (g, s) in enumerate(zip(greedy.steps, soft.steps)):
+        assert g.kv.rows == s.kv.rows == P + i            # the prompt, plus one row per token fed back
+        assert g.kv.bytes == s.kv.bytes == (P + i) * per_row
+
+
+def test_bundled_feedback_cost_counts(bundled):
+    from engine.embedding import feedback_cost
+
+    cost = feedback_cost(bundled, repeats=3)
+    assert cost.mixture_multiply_adds == 49_152 * 576
+    assert cost.p_bytes == 49_152 * 4
+    assert cost.mixture_seconds > 0 and cost.lookup_seconds > 0
