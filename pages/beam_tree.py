@@ -11,6 +11,7 @@ from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
+from ui.present import shortcut, sized
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
 from ui.strategy import make_config
 
@@ -78,7 +79,7 @@ def _toggle_play():
 
 cols = st.columns([1, 5])
 cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", icon="⏸" if playing else "⏯",
-               on_click=_toggle_play, width="stretch", help=t("beam.play_help"))
+               on_click=_toggle_play, width="stretch", help=t("beam.play_help"), shortcut=shortcut("play"))
 if last > 1:
     cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
 upto = S["beam_upto"]
@@ -96,7 +97,7 @@ fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts=
     "collapsed": t("beam.fig_collapsed"), "colour": t("beam.fig_colour"), "prompt": t("beam.fig_prompt"),
     "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
     "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"), "status": t("beam.fig_status")})
-st.plotly_chart(fig, key="beam_chart", width="stretch")
+st.plotly_chart(sized(fig), key="beam_chart", width="stretch")
 st.caption(t("beam.legend_note"))
 
 # ---- the final hypotheses, ranked under the live length penalty -------------------------------

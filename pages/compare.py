@@ -7,6 +7,7 @@ from figures.compare import first_difference, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
+from ui.present import sized
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -107,7 +108,7 @@ if longest > 1:
 
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
-st.plotly_chart(fig, key="cmp_chart", width="stretch")
+st.plotly_chart(sized(fig), key="cmp_chart", width="stretch")
 
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))

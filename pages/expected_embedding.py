@@ -9,6 +9,7 @@ from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, for_markdown, visible
 from ui.i18n import t
+from ui.present import sized
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
@@ -71,7 +72,7 @@ else:
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
                "title": t("embedding.lane_title")}
-st.plotly_chart(lane_lines(soft.steps, lane_labels, split), key="ee_lane_chart")
+st.plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
 
 # ---- one soft step ---------------------------------------------------------------------------
 st.subheader(t("embedding.step_header"))
@@ -87,15 +88,15 @@ cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.en
 cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
 cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
 left, right = st.columns(2)
-left.plotly_chart(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index),
-                                 highlight_id=fb.argmax_id, range_max=1.0), key="ee_nearest_chart")
-right.plotly_chart(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index),
-                                  highlight_id=fb.argmax_id, range_max=1.0), key="ee_weights_chart")
+left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index),
+                                       highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
+right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index),
+                                        highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
 projection = next((p for p in projections if p.step == step.index), None)
 if projection is not None:
     proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
     proj_labels["title"] = t("embedding.projection_title", step=step.index)
-    st.plotly_chart(projection_scatter(projection, proj_labels), key="ee_projection_chart")
+    st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
     st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
 # ---- Gumbel-softmax ---------------------------------------------------------------------------
@@ -118,15 +119,15 @@ g_steps = [s for s in gumbel.steps if s.feedback is not None]
 g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
 if g_step is not None:
     gl, gr = st.columns(2)
-    gl.plotly_chart(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
-                                   t("embedding.gumbel_weights_title", step=g_step.index),
-                                   highlight_id=g_step.feedback.argmax_id, range_max=1.0), key="ee_gumbel_weights")
-    gr.plotly_chart(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
-                                   t("embedding.gumbel_nearest_title", step=g_step.index),
-                                   highlight_id=g_step.feedback.argmax_id, range_max=1.0), key="ee_gumbel_nearest")
+    gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
+                                         t("embedding.gumbel_weights_title", step=g_step.index),
+                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
+    gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
+                                         t("embedding.gumbel_nearest_title", step=g_step.index),
+                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
     st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
 tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
-st.plotly_chart(tau_curve(sweep, tau_labels, current=float(tau)), key="ee_tau_chart")
+st.plotly_chart(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
 st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
               low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
               token=for_markdown(visible(sweep[-1].top[0].text))))

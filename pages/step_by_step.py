@@ -8,6 +8,7 @@ from figures.candidates import candidates_figure
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
+from ui.present import shortcut, sized
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -76,16 +77,16 @@ if playing and uploaded is None:
 if S.get("sbs_error"):
     st.error(S.pop("sbs_error"))
 
-cols = st.columns([1, 1, 1, 1, 4])
+cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
 cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
-               help=t("step.reset_help"), disabled=uploaded is not None)
+               help=t("step.reset_help"), disabled=uploaded is not None, shortcut=shortcut("first"))
 cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
-               disabled=stepper.cursor == 0)
+               disabled=stepper.cursor == 0, shortcut=shortcut("back"))
 cols[2].button(t("step.next"), key="sbs_next", icon="▶", on_click=_do, args=("next",), width="stretch",
                type="primary", disabled=stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()),
-               help=t("step.next_help"))
+               help=t("step.next_help"), shortcut=shortcut("next"))
 cols[3].button(t("step.pause") if playing else t("step.play"), key="sbs_play", icon="⏸" if playing else "⏯",
-               on_click=_toggle_play, width="stretch", help=t("step.play_help"))
+               on_click=_toggle_play, width="stretch", help=t("step.play_help"), shortcut=shortcut("play"))
 total = len(stepper.steps())
 if total > 1:
     S["sbs_slider"] = stepper.cursor + 1
@@ -106,7 +107,7 @@ fig = candidates_figure(step, config, texts={
     "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
     "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title")})
 with chart_col:
-    event = st.plotly_chart(fig, key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
+    event = st.plotly_chart(sized(fig), key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
                             selection_mode="points", width="stretch")
     st.caption(step_caption(step, config, forced_here))
 chosen = next((c for c in step.candidates if c.token_id == step.chosen_ids[0]), None)

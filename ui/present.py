@@ -22,7 +22,8 @@ STYLESHEET = """
 [data-testid="stMain"] h1 { font-size: 3rem; }
 [data-testid="stMain"] h2 { font-size: 2.3rem; }
 [data-testid="stMain"] h3 { font-size: 1.8rem; }
-[data-testid="stMain"] [data-testid="stMetricValue"] { font-size: 2.6rem; }
+[data-testid="stMain"] [data-testid="stMetricValue"], [data-testid="stMain"] [data-testid="stMetricValue"] p {
+  font-size: 2.6rem; line-height: 1.2; }
 [data-testid="stMain"] .stButton button, [data-testid="stMain"] .stPageLink a {
   min-height: 3.4rem; font-size: 1.3rem; padding: 0.5rem 1.4rem; }
 [data-testid="stMain"] .stButton button p, [data-testid="stMain"] .stPageLink a p { font-size: 1.3rem; }
@@ -32,12 +33,23 @@ STYLESHEET = """
 """
 
 # Keyboard shortcuts for stepping controls, shared by every page that steps through a decode.
-SHORTCUTS = {"first": "Home", "back": "Left", "next": "Right", "last": "End", "play": "Space"}
+# Streamlit shows each on its button and ignores it while the user types in a field.
+SHORTCUTS = {"first": "Home", "back": "Left", "next": "Right", "play": "P"}
 
 
 def presenting() -> bool:
     """Whether presentation mode is on (session first, then the URL)."""
     return bool(url_value(KEY, False, bool))
+
+
+PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
+
+
+def sized(fig):
+    """The figure, its text enlarged for a projector when presentation mode is on."""
+    if presenting():
+        fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT))
+    return fig
 
 
 def sidebar_state() -> str:
@@ -46,7 +58,7 @@ def sidebar_state() -> str:
 
 
 def shortcut(action: str) -> str:
-    """The keyboard shortcut for a stepping action ('first', 'back', 'next', 'last', 'play')."""
+    """The keyboard shortcut for a stepping action ('first', 'back', 'next', 'play')."""
     return SHORTCUTS[action]
 
 

@@ -106,6 +106,30 @@ def test_greedy_decode_and_a_step_forward(page, server, bundled):
     screenshot(page, "greedy_steps")
 
 
+def test_arrow_keys_step_and_are_ignored_while_typing(page, server, bundled):
+    """A teacher steps with the keyboard: Right is Next, Left is Back, Home is Reset; keys typed
+    into the prompt box stay there."""
+    prompt = "The capital of France is"
+    open_page(page, server, "step_by_step", q(prompt=prompt, strategy="greedy", max_new_tokens=8))
+    wait_chart(page)
+    expected = decode(bundled, prompt, DecodeConfig(strategy="greedy", max_new_tokens=3))
+    want = [visible(s.chosen_texts[0]) for s in expected.steps]
+    page.locator("h1").first.click()                       # focus on the page, not on a field
+    for key, n in (("ArrowRight", 2), ("ArrowRight", 3), ("ArrowLeft", 2), ("Home", 1)):
+        act(page, lambda: page.keyboard.press(key))
+        assert [t for _, t in shown_tokens(page)] == want[:n], key
+    box = page.locator("[data-testid='stSidebar'] textarea").first
+    box.click()
+    box.press("End")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.type("p")
+    page.wait_for_timeout(1500)
+    wait_idle(page)
+    assert [t for _, t in shown_tokens(page)] == want[:1]
+    assert box.input_value() == prompt + "p"
+    assert_no_exception(page, server)
+
+
 # ---- a beam tree appears -------------------------------------------------------------------------
 def test_a_beam_tree_appears(page, server, bundled):
     prompt = "The capital of France is"

@@ -191,3 +191,21 @@ def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_folder):
     hot = float(metric(at2, "Cosine to nearest token"))
     assert cold > 0.99
     assert hot < cold
+
+
+# ---- presentation mode enlarges every figure's text -----------------------------------------------
+def figure_font_sizes(at: AppTest) -> list:
+    import json
+
+    return [json.loads(c.proto.spec)["layout"].get("font", {}).get("size") for c in at.get("plotly_chart")]
+
+
+def test_presentation_mode_enlarges_figure_text(tiny_folder):
+    from ui.present import PRESENT_FONT
+
+    _, folder = tiny_folder
+    plain = figure_font_sizes(open_page(folder, "kv_cache"))
+    assert plain and all(size != PRESENT_FONT for size in plain)
+    big = figure_font_sizes(open_page(folder, "kv_cache", present=True))
+    assert big == [PRESENT_FONT] * len(plain), big
+    assert PRESENT_FONT >= 16                      # Plotly's default is 12: readable from the back of a room
