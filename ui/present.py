@@ -48,7 +48,19 @@ PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's 
 def sized(fig):
     """The figure, its text enlarged for a projector when presentation mode is on."""
     if presenting():
-        fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT))
+        scale = PRESENT_FONT / 12
+        # Streamlit's chart theme sizes ticks, legend and titles itself, so each is set, not just the default
+        fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT),
+                          legend=dict(font=dict(size=PRESENT_FONT)), title=dict(font=dict(size=PRESENT_FONT + 3)))
+        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT))     # axis titles keep their size: long ones must fit
+        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT))
+        for trace in fig.data:          # sizes a figure set itself (node labels, counts) grow alike
+            font = getattr(trace, "textfont", None)
+            if font is not None and font.size is not None and not isinstance(font.size, (tuple, list)):
+                trace.textfont.size = round(font.size * scale)
+        for note in fig.layout.annotations:
+            if note.font.size is not None:
+                note.font.size = round(note.font.size * scale)
     return fig
 
 
