@@ -12,7 +12,7 @@ from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_number, url_value
 from ui.strategy import make_config
 
 S = st.session_state
@@ -34,10 +34,10 @@ if uploaded is not None:
     trace = uploaded
 else:
     if "beam_search_lp" not in S:
-        S["beam_search_lp"] = min(max(url_value("length_penalty", 1.0, float), -2.0), 3.0)
+        S["beam_search_lp"] = url_number("length_penalty", 1.0, -2.0, 3.0)
     cols = st.columns(3)
     beams = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
-                           value=min(max(url_value("num_beams", 4, int), 1), 8), help=t("step.num_beams_help"))
+                           value=url_number("num_beams", 4, 1, 8), help=t("step.num_beams_help"))
     early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
                            value=url_value("early_stopping", False, bool), help=t("beam.early_stopping_help"))
     cols[2].metric(t("beam.search_lp"), f"{S['beam_search_lp']:g}", help=t("beam.search_lp_help"))
@@ -86,7 +86,7 @@ upto = S["beam_upto"]
 
 # ---- the length penalty: re-rank live from the recorded scores -------------------------------
 live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
-                    value=min(max(url_value("rerank_lp", trace.config.length_penalty, float), -2.0), 3.0),
+                    value=url_number("rerank_lp", trace.config.length_penalty, -2.0, 3.0, float),
                     help=t("beam.rerank_lp_help"))
 if uploaded is None:
     sync_url(rerank_lp=live_lp)

@@ -8,7 +8,7 @@ from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_value
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_number, url_value
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
@@ -35,11 +35,11 @@ with st.expander(t("compare.lane_settings")):
     cols = st.columns(4)
     top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=max(1, url_value("cmp_top_k", 40, int)))
     top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
-                           value=min(max(url_value("cmp_top_p", 0.9, float), 0.05), 1.0))
+                           value=url_number("cmp_top_p", 0.9, 0.05, 1.0))
     temperature = cols[2].slider(t("step.temperature"), 0.1, 3.0, step=0.1, key="cmp_temperature",
-                                 value=min(max(url_value("cmp_temperature", 0.7, float), 0.1), 3.0))
+                                 value=url_number("cmp_temperature", 0.7, 0.1, 3.0))
     beams = cols[3].slider(t("step.num_beams"), 2, 8, key="cmp_beams",
-                           value=min(max(url_value("cmp_beams", 4, int), 2), 8))
+                           value=url_number("cmp_beams", 4, 2, 8))
 sync_url(lanes=",".join(chosen), cmp_top_k=top_k, cmp_top_p=top_p, cmp_temperature=temperature, cmp_beams=beams)
 LANE_SETTINGS = {
     "greedy": dict(strategy="greedy"),

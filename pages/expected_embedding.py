@@ -10,7 +10,7 @@ from figures.embedding import lane_lines, neighbour_bars, projection_scatter, ta
 from figures.labels import NEWLINE, for_markdown, visible
 from ui.i18n import t
 from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
@@ -27,11 +27,6 @@ def one_line(text: str) -> str:
     return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
-def bounded(key, default, kind, low, high):
-    value = url_value(key, default, kind)
-    return min(max(value, low), high) if isinstance(value, int | float) else default
-
-
 # ---- controls --------------------------------------------------------------------------
 c1, c2 = st.columns(2)
 modes = ("greedy", "sample")
@@ -40,7 +35,7 @@ discrete_mode = c1.radio(t("embedding.discrete"), modes, horizontal=True, key="e
                          index=modes.index(saved) if saved in modes else 0,
                          format_func=lambda m: t("embedding.mode_" + m))
 temperature = c2.slider(t("embedding.temperature"), 0.1, 3.0, step=0.05, key="ee_temperature",
-                        value=bounded("ee_temperature", 1.0, float, 0.1, 3.0), help=t("embedding.temperature_help"))
+                        value=url_number("ee_temperature", 1.0, 0.1, 3.0), help=t("embedding.temperature_help"))
 sync_url(ee_discrete=discrete_mode, ee_temperature=temperature)
 base = DecodeConfig(max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat,
                     temperature=temperature, top_n=10)

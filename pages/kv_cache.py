@@ -9,7 +9,7 @@ from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
 from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 
 st.title(t("kv.title"))
@@ -32,7 +32,7 @@ strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_str
                       index=strategies.index(url_value("kv_strategy", "greedy", str))
                       if url_value("kv_strategy", "greedy", str) in strategies else 0,
                       format_func=lambda s: t("kv.strategy_" + s))
-beams = right.slider(t("kv.num_beams"), 2, 8, key="kv_beams", value=min(max(url_value("kv_beams", 4, int), 2), 8),
+beams = right.slider(t("kv.num_beams"), 2, 8, key="kv_beams", value=url_number("kv_beams", 4, 2, 8),
                      disabled=strategy != "beam")
 sync_url(kv_strategy=strategy, kv_beams=beams)
 config = DecodeConfig(strategy=strategy, num_beams=beams if strategy == "beam" else 1,

@@ -11,7 +11,7 @@ from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_value
+from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
@@ -38,7 +38,7 @@ mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
                 index=modes.index(saved_mode) if saved_mode in modes else 0,
                 format_func=lambda m: t("teacher.mode_" + m), help=t("teacher.mode_help"))
 temperature = c2.slider(t("teacher.temperature"), 0.1, 2.0, step=0.05, key="tf_temperature",
-                        value=min(max(url_value("tf_temperature", 1.0, float), 0.1), 2.0), disabled=mode != "sample")
+                        value=url_number("tf_temperature", 1.0, 0.1, 2.0), disabled=mode != "sample")
 sync_url(tf_reference=reference, tf_mode=mode, tf_temperature=temperature)
 temperature = temperature if mode == "sample" else 1.0
 
@@ -116,7 +116,7 @@ else:
 # ---- 3. scheduled sampling ----------------------------------------------------------------
 st.subheader(t("teacher.scheduled_header"))
 st.markdown(t("teacher.scheduled_intro", seed=settings.seed))
-eps = st.slider("eps", 0.0, 1.0, step=0.05, key="tf_eps", value=min(max(url_value("tf_eps", 0.3, float), 0.0), 1.0),
+eps = st.slider("eps", 0.0, 1.0, step=0.05, key="tf_eps", value=url_number("tf_eps", 0.3, 0.0, 1.0),
                 help=t("teacher.eps_help"))
 sync_url(tf_eps=eps)
 identity = scored + (settings.chat, mode, temperature, settings.seed)

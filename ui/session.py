@@ -70,11 +70,13 @@ def url_value(key: str, default, kind=str):
     return value
 
 
-def _clamped_int(key: str, default: int, low: int, high: int) -> int:
-    """An int setting from the URL, held inside the widget's range (a hand-edited URL must not crash a widget)."""
-    value = url_value(key, default, int)
+def url_number(key: str, default, low, high, kind=None):
+    """A numeric setting from session state or the URL, held inside the widget's range [low, high]
+    (a hand-edited URL must not crash a widget). kind: int or float, else the default's type."""
+    kind = kind or type(default)
+    value = url_value(key, default, kind)
     try:
-        return min(max(int(value), low), high)
+        return min(max(kind(value), low), high)
     except (TypeError, ValueError, OverflowError):
         return default
 
@@ -111,9 +113,9 @@ def shared_sidebar() -> SharedSettings:
         prompt = st.text_area(t("common.prompt"), value=url_value("prompt", DEFAULT_PROMPT), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
-                               value=_clamped_int("seed", 0, 0, 2**31 - 1), key="seed")
+                               value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
-                                  value=_clamped_int("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
+                                  value=url_number("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)

@@ -6,13 +6,12 @@ greedy is selected) keep their value through the URL.
 """
 from __future__ import annotations
 
-import math
 
 import streamlit as st
 
 from engine import DecodeConfig
 from ui.i18n import t
-from ui.session import SharedSettings, sync_url, url_value
+from ui.session import SharedSettings, sync_url, url_number, url_value
 
 # (field, default, kind) of every strategy parameter kept in the URL
 PARAMS = (
@@ -30,18 +29,6 @@ PARAMS = (
 WARPED = ("sample", "soft", "gumbel")
 
 
-def _bounded(key: str, default, kind, low, high):
-    """The URL/session value, clamped into the widget's range (a hand-edited URL must not crash a widget)."""
-    value = url_value(key, default, kind)
-    try:
-        value = kind(value)
-    except (TypeError, ValueError):
-        return default
-    if isinstance(value, float) and not math.isfinite(value):
-        return default
-    return min(max(value, low), high)
-
-
 def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
     """Render the strategy picker and the parameters it uses; return the values for DecodeConfig."""
     box = container or st
@@ -57,29 +44,29 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
     cols = box.columns(4)
     if strategy in WARPED:
         values["temperature"] = cols[0].slider(t("step.temperature"), 0.05, 3.0, step=0.05, key="temperature",
-                                               value=_bounded("temperature", 1.0, float, 0.05, 3.0),
+                                               value=url_number("temperature", 1.0, 0.05, 3.0, float),
                                                help=t("step.temperature_help"))
         values["top_k"] = cols[1].number_input(t("step.top_k"), 0, 1000, step=1, key="top_k",
-                                               value=_bounded("top_k", 0, int, 0, 1000), help=t("step.top_k_help"))
+                                               value=url_number("top_k", 0, 0, 1000, int), help=t("step.top_k_help"))
         values["top_p"] = cols[2].slider(t("step.top_p"), 0.01, 1.0, step=0.01, key="top_p",
-                                         value=_bounded("top_p", 1.0, float, 0.01, 1.0), help=t("step.top_p_help"))
+                                         value=url_number("top_p", 1.0, 0.01, 1.0, float), help=t("step.top_p_help"))
         values["min_p"] = cols[3].slider(t("step.min_p"), 0.0, 0.5, step=0.01, key="min_p",
-                                         value=_bounded("min_p", 0.0, float, 0.0, 0.5), help=t("step.min_p_help"))
+                                         value=url_number("min_p", 0.0, 0.0, 0.5, float), help=t("step.min_p_help"))
         if strategy == "gumbel":
             values["tau"] = box.slider(t("step.tau"), 0.05, 3.0, step=0.05, key="tau",
-                                       value=_bounded("tau", 1.0, float, 0.05, 3.0))
+                                       value=url_number("tau", 1.0, 0.05, 3.0, float))
     elif strategy == "beam":
         values["num_beams"] = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
-                                             value=_bounded("num_beams", 4, int, 1, 8), help=t("step.num_beams_help"))
+                                             value=url_number("num_beams", 4, 1, 8, int), help=t("step.num_beams_help"))
         values["length_penalty"] = cols[1].slider(t("step.length_penalty"), -2.0, 3.0, step=0.1, key="length_penalty",
-                                                  value=_bounded("length_penalty", 1.0, float, -2.0, 3.0),
+                                                  value=url_number("length_penalty", 1.0, -2.0, 3.0, float),
                                                   help=t("step.length_penalty_help"))
     with box.expander(t("step.more_settings")):
         values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), 0.5, 2.0, step=0.05,
                                                  key="repetition_penalty",
-                                                 value=_bounded("repetition_penalty", 1.0, float, 0.5, 2.0),
+                                                 value=url_number("repetition_penalty", 1.0, 0.5, 2.0, float),
                                                  help=t("step.repetition_penalty_help"))
-        values["top_n"] = st.slider(t("step.top_n"), 5, 50, key="top_n", value=_bounded("top_n", 20, int, 5, 50),
+        values["top_n"] = st.slider(t("step.top_n"), 5, 50, key="top_n", value=url_number("top_n", 20, 5, 50, int),
                                     help=t("step.top_n_help"))
     # hidden parameters keep their URL value, so switching back restores them
     for key, default, kind in PARAMS:
