@@ -6,7 +6,6 @@ greedy is selected) keep their value through the URL.
 """
 from __future__ import annotations
 
-
 import streamlit as st
 
 from engine import DecodeConfig
