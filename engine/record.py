@@ -37,18 +37,38 @@ def candidates_record(lm, logits: torch.Tensor, shaped: torch.Tensor, top_n: int
     )
 
 
+SHORTLIST = 256    # float16 candidates re-ranked exactly; far more than the 10 shown
+
+
+def nearest_by_cosine(lm, vector: torch.Tensor, norm: torch.Tensor, k: int):
+    """(values, indices) of the k tokens with the highest cosine to `vector`, exact in float32.
+
+    A float16 pass over unit-length rows shortlists SHORTLIST candidates (its error is about
+    1e-3, far below the gap between the 10th and the 256th cosine), then the shortlist's
+    cosines are computed exactly and ranked."""
+    E = lm.embeddings
+    vocab = E.shape[0]
+    if vocab <= SHORTLIST:
+        cosine = (E @ vector) / (lm.embedding_norms * norm)
+        top = torch.topk(cosine, k=min(k, vocab))
+        return top.values, top.indices
+    rough = lm.unit_embeddings_half @ (vector / norm).half()
+    short = torch.topk(rough.float(), k=SHORTLIST).indices
+    exact = (E[short] @ vector) / (lm.embedding_norms[short] * norm)
+    top = torch.topk(exact, k=min(k, SHORTLIST))
+    return top.values, short[top.indices]
+
+
 def feedback_record(lm, weights: torch.Tensor, vector: torch.Tensor) -> FeedBack:
     """weights: [vocab] the mixture fed back (p or the Gumbel sample); vector: [hidden] = weights @ E."""
-    E = lm.embeddings
     norm = vector.norm().clamp_min(1e-12)
-    cosine = (E @ vector) / (lm.embedding_norms * norm)
-    near = torch.topk(cosine, k=NEIGHBOURS)
+    near_values, near_ids = nearest_by_cosine(lm, vector, norm, NEIGHBOURS)
     heavy = torch.topk(weights, k=min(NEIGHBOURS, weights.shape[-1]))
-    best = int(near.indices[0])
+    best = int(near_ids[0])
     argmax = int(weights.argmax())
     return FeedBack(
-        nearest=[Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(near.values, near.indices)],
-        nearest_cosine=float(near.values[0]),
+        nearest=[Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(near_values, near_ids)],
+        nearest_cosine=float(near_values[0]),
         weights=[Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(heavy.values, heavy.indices)],
         argmax_id=argmax, argmax_text=lm.token_texts[argmax],
         entropy=float(entropy(weights)), norm=float(norm), nearest_norm=float(lm.embedding_norms[best]),

@@ -87,3 +87,31 @@ def test_soft_lane_projection_per_step_and_cold_temperature(llama):
         best = max(near, key=lambda p: p.cosine)
         assert math.hypot(best.x - proj.x, best.y - proj.y) <= min(math.hypot(p.x - proj.x, p.y - proj.y)
                                                                   for p in near) + 1e-3
+
+
+def exact_nearest(lm, vector: torch.Tensor, k: int = 10):
+    """Cosine to every row of E in float64, the plain way."""
+    E = lm.embeddings.double()
+    v = vector.double()
+    cosine = (E @ v) / (E.norm(dim=-1).clamp_min(1e-12) * v.norm())      # a zero (padding) row scores 0
+    top = torch.topk(cosine, k)
+    return top.indices.tolist(), top.values.tolist()
+
+
+@pytest.mark.parametrize("vocab", [None, 1000])       # the tokenizer's ~300 (one exact pass) and a wider head
+def test_nearest_by_cosine_equals_a_full_search(vocab):
+    from engine.record import nearest_by_cosine
+    from tiny_models import tiny_llama
+
+    lm = tiny_llama(vocab_size=vocab)
+    g = torch.Generator().manual_seed(0)
+    E = lm.embeddings.float()
+    for trial in range(40):
+        # mixtures from peaked to flat, plus plain random directions
+        temperature = [0.05, 0.3, 1.0, 5.0][trial % 4]
+        p = torch.softmax(torch.randn(E.shape[0], generator=g) / temperature, -1)
+        vector = p @ E if trial % 5 else torch.randn(E.shape[1], generator=g)
+        values, ids = nearest_by_cosine(lm, vector, vector.norm(), 10)
+        want_ids, want_values = exact_nearest(lm, vector)
+        assert ids.tolist() == want_ids
+        assert values.tolist() == pytest.approx(want_values, abs=1e-5)
