@@ -34,6 +34,16 @@ PROMPT = "Write a long story about a robot who learns to paint. Once upon a time
 
 
 def peak_mb() -> float:
+    """This process's peak resident memory. VmHWM belongs to the process's own address space;
+    ru_maxrss would also carry the parent's peak across fork and exec, so a child started by a
+    parent holding a model would report the parent's size."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -73,7 +83,7 @@ def step_seconds(lm, strategy: str, steps: int = 32) -> float:
 
 def child_memory() -> None:
     lm = load_model()
-    after_load = peak_mb()
+    after_load = peak_mb()      # the weights are mapped from the cache file; the first forward reads them in
     decode(lm, PROMPT, DecodeConfig(strategy="beam", num_beams=4, max_new_tokens=64))
     print(json.dumps({"after_load_mb": after_load, "after_beam_mb": peak_mb()}))
 
