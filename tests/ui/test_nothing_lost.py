@@ -1,4 +1,4 @@
-"""Bad input on every page: a clear message, and the results already on screen stay.
+"""Bad input on every page: a clear message, and the results already on screen stay (and Play).
 
 Each page is opened on the tiny random Llama (saved to a folder and typed into the model
 box) with a good prompt. Then the prompt is made empty, then longer than the model's
@@ -69,3 +69,39 @@ def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_folder, page):
     set_prompt(at, PROMPT)
     assert not at.error, [e.value for e in at.error]
     assert on_screen(at) == before
+
+
+def test_play_steps_to_the_end_then_stops(tiny_folder):
+    """Play decodes one token per rerun until the decode is finished, then turns itself off."""
+    lm, folder = tiny_folder
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = 4
+    at.switch_page("pages/step_by_step.py")
+    at.run()
+    assert len(token_spans(at)) == 1
+    at.button(key="sbs_play").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["sbs_playing"] is False
+    # the greedy tokens of a plain forward loop, stopping at EOS like the page
+    import torch
+
+    ids = lm.tokenizer(PROMPT)["input_ids"]
+    out = []
+    with torch.no_grad():
+        for _ in range(4):
+            out.append(int(lm.model(input_ids=torch.tensor([ids + out])).logits[0, -1].argmax()))
+            if out[-1] == lm.model.generation_config.eos_token_id:
+                break
+    assert len(out) > 1, "the tiny model ends at once: nothing to play"
+    assert len(token_spans(at)) == len(out)
+    assert at.button(key="sbs_play").label == "Play"
+
+
+def token_spans(at: AppTest) -> list:
+    """The coloured tokens of the text view (one span with a 'step N:' hover each)."""
+    import re
+
+    views = [h.proto.body for h in at.get("html") if "title=\"step " in h.proto.body]
+    return re.findall(r'title="step (\d+):', views[0]) if views else []
