@@ -136,7 +136,9 @@ st.plotly_chart(sized(swap_strip(forced, mixed, strip_labels)), key="tf_strip_ch
 points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")
 # the curve costs many forward passes (about points/2 free runs): it runs when asked, and says so first
 st.caption(t("teacher.curve_cost", points=points, passes=f"{curve_passes(n, points, settings.seed):,}", n=n))
-if st.toggle(t("teacher.curve_toggle"), value=False, key="tf_curve"):
+show_curve = st.toggle(t("teacher.curve_toggle"), value=url_value("tf_curve", False, bool), key="tf_curve")
+sync_url(tf_curve=show_curve)          # a shared link opens with the curve when it was on
+if show_curve:
     with st.spinner(t("teacher.curve_running", points=points)):
         curve = cached("tf_curve_runs", identity + (points,), lambda: epsilon_curve(
             lm, forced, points=points, seed=settings.seed, strategy=mode, temperature=temperature))
