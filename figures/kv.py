@@ -14,8 +14,11 @@ BEAM_COLOURS = ["#1f77b4", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"
 
 
 def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=50, b=10),
-                      legend=dict(orientation="h", y=-0.2), barmode="stack")
+    """Title at the top, the legend in its own row between the title and the plot: a legend below a
+    short plot (one beam) would sit on the axis' tick labels, since Plotly places it in plot fractions."""
+    fig.update_layout(title=dict(text=title, y=1.0, yref="container", yanchor="top", pad=dict(t=12)),
+                      height=height + 30, margin=dict(l=10, r=10, t=80, b=10),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0), barmode="stack")
     return fig
 
 
@@ -61,7 +64,8 @@ def paged_blocks(cache_step, token_texts: list, labels: dict) -> go.Figure:
         texts.append(for_plotly(preview))
     fig.add_trace(go.Scatter(
         x=[p[0] for p in place], y=[p[1] for p in place], mode="markers+text", name=labels["block"],
-        text=[f"×{b.refs}" for b in blocks], textfont=dict(color="white", size=13),
+        text=[f"×{b.refs}" for b in blocks], textfont=dict(size=13, color=[   # dark text on the palest squares
+            "#08306b" if b.refs == 1 and not b.full else "white" for b in blocks]),
         marker=dict(symbol="square", size=34,
                     color=["#08519c" if b.refs > 1 else ("#6baed6" if b.full else "#c6dbef") for b in blocks]),
         customdata=[[b.refs, ", ".join(str(x) for x in b.beams), len(b.tokens), t] for b, t in zip(blocks, texts)],
