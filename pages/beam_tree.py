@@ -12,7 +12,8 @@ from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_number, url_value
+from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+                        shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
 S = st.session_state

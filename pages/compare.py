@@ -8,7 +8,8 @@ from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, sync_url, url_number, url_value
+from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+                        shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened

@@ -26,6 +26,16 @@ def tiny(request):
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_folder(tmp_path_factory):
+    """(the tiny Llama, the folder it is saved in): load_model, the CLI and the app read it like any local model."""
+    lm = tiny_llama()
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return lm, str(folder)
+
+
+@pytest.fixture(scope="session")
 def bundled():
     """The real default model (reads the safetensors cache; the first run de-quantises for ~30 s)."""
     from engine import load_model

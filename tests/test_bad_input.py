@@ -199,15 +199,9 @@ def bert_folder(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_folder(tmp_path_factory):
-    """The tiny Llama saved to a folder, so load_model and the CLI can read it like any local model."""
-    from tiny_models import tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    lm = tiny_llama()
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return folder
+def tiny_folder(tiny_llama_folder):
+    """Just the folder of the saved tiny Llama (see conftest)."""
+    return tiny_llama_folder[1]
 
 
 def test_unknown_model_id_is_a_clear_load_error(offline):

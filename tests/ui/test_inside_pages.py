@@ -10,27 +10,14 @@ import math
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from tiny_models import tiny_llama  # noqa: E402
-
 PROMPT = "The capital of France is"
 NEW = 6
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    """The tiny Llama written as a normal Hugging Face folder the app can load by path."""
-    lm = tiny_llama()
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return lm, str(folder)
 
 
 def open_page(folder: str, page: str, **state) -> AppTest:
@@ -73,8 +60,8 @@ def greedy_tokens(model, ids: list, n: int) -> list:
 
 
 # ---- KV cache ---------------------------------------------------------------------------------
-def test_kv_page_greedy_rows_and_bytes(tiny_folder):
-    lm, folder = tiny_folder
+def test_kv_page_greedy_rows_and_bytes(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "kv_cache")
     prompt = lm.tokenizer(PROMPT)["input_ids"]
     generated = greedy_tokens(lm.model, prompt, NEW)
@@ -91,8 +78,8 @@ def test_kv_page_greedy_rows_and_bytes(tiny_folder):
     assert "the same rows and bytes as greedy's at every step" in text
 
 
-def test_kv_page_beam_counts_every_slot(tiny_folder):
-    lm, folder = tiny_folder
+def test_kv_page_beam_counts_every_slot(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "kv_cache", kv_strategy="beam", kv_beams=3)
     prompt = lm.tokenizer(PROMPT)["input_ids"]
     steps = int(at.slider(key="kv_step").max) + 1
@@ -106,8 +93,8 @@ def test_kv_page_beam_counts_every_slot(tiny_folder):
     assert len(at.get("plotly_chart")) == 4
 
 
-def test_kv_page_in_chinese(tiny_folder):
-    _, folder = tiny_folder
+def test_kv_page_in_chinese(tiny_llama_folder):
+    _, folder = tiny_llama_folder
     at = open_page(folder, "kv_cache", lang="zh")
     assert at.title[0].value == "KV 缓存"
     assert "实测" in at.info[0].value
@@ -127,8 +114,8 @@ def reference_logprob(lm) -> float:
     return sum(float(logp[len(prompt) - 1 + i, tok]) for i, tok in enumerate(ref)), len(ref)
 
 
-def test_teacher_page_scores_the_reference(tiny_folder):
-    lm, folder = tiny_folder
+def test_teacher_page_scores_the_reference(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=0.0, tf_points=3, tf_curve=True)
     expected, n = reference_logprob(lm)
     assert metric(at, "Reference tokens") == str(n)
@@ -142,8 +129,8 @@ def test_teacher_page_scores_the_reference(tiny_folder):
     assert f"At eps = 0 the curve gives {expected:.2f}" in text
 
 
-def test_teacher_page_eps_one_swaps_every_position(tiny_folder):
-    lm, folder = tiny_folder
+def test_teacher_page_eps_one_swaps_every_position(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_eps=1.0, tf_curve=False)
     _, n = reference_logprob(lm)
     assert metric(at, "Positions swapped") == f"{n}/{n}"
@@ -151,8 +138,8 @@ def test_teacher_page_eps_one_swaps_every_position(tiny_folder):
     assert metric(at, "Forward passes") == str(n)
 
 
-def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_folder):
-    lm, folder = tiny_folder
+def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "teacher_forcing", tf_reference=REFERENCE, tf_points=3)
     _, n = reference_logprob(lm)
     # a pass per span between swaps: 1 + the swapped positions before the last (seed 0's coins)
@@ -168,8 +155,8 @@ def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_fold
 
 
 # ---- expected embedding ---------------------------------------------------------------------------
-def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_folder):
-    lm, folder = tiny_folder
+def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "expected_embedding")
     vocab, hidden = lm.model.config.vocab_size, lm.model.config.hidden_size
     assert metric(at, "Multiply-adds per step for pᵀE") == f"{vocab * hidden:,}"
@@ -182,9 +169,9 @@ def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_folder):
     assert len(at.get("plotly_chart")) >= 6
 
 
-def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_folder):
+def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_llama_folder):
     """With temperature 0.1 the mixture is nearly one-hot, so e is nearly its argmax token's embedding."""
-    lm, folder = tiny_folder
+    lm, folder = tiny_llama_folder
     at = open_page(folder, "expected_embedding", ee_temperature=0.1)
     cold = float(metric(at, "Cosine to nearest token"))
     at2 = open_page(folder, "expected_embedding", ee_temperature=3.0)
@@ -200,10 +187,10 @@ def figure_font_sizes(at: AppTest) -> list:
     return [json.loads(c.proto.spec)["layout"].get("font", {}).get("size") for c in at.get("plotly_chart")]
 
 
-def test_presentation_mode_enlarges_figure_text(tiny_folder):
+def test_presentation_mode_enlarges_figure_text(tiny_llama_folder):
     from ui.present import PRESENT_FONT
 
-    _, folder = tiny_folder
+    _, folder = tiny_llama_folder
     plain = figure_font_sizes(open_page(folder, "kv_cache"))
     assert plain and all(size != PRESENT_FONT for size in plain)
     big = figure_font_sizes(open_page(folder, "kv_cache", present=True))

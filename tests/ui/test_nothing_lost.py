@@ -16,19 +16,8 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from tiny_models import tiny_llama  # noqa: E402
-
 PROMPT = "The capital of France is"
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache"]
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    lm = tiny_llama()
-    folder = tmp_path_factory.mktemp("tiny-llama-lost")
-    lm.model.save_pretrained(folder)
-    lm.tokenizer.save_pretrained(folder)
-    return lm, str(folder)
 
 
 def on_screen(at: AppTest) -> tuple:
@@ -44,8 +33,8 @@ def set_prompt(at: AppTest, text: str) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_folder, page):
-    lm, folder = tiny_folder
+def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_llama_folder, page):
+    lm, folder = tiny_llama_folder
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.session_state["model"] = folder
     at.session_state["prompt"] = PROMPT
@@ -71,9 +60,9 @@ def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_folder, page):
     assert on_screen(at) == before
 
 
-def test_play_steps_to_the_end_then_stops(tiny_folder):
+def test_play_steps_to_the_end_then_stops(tiny_llama_folder):
     """Play decodes one token per rerun until the decode is finished, then turns itself off."""
-    lm, folder = tiny_folder
+    lm, folder = tiny_llama_folder
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.session_state["model"] = folder
     at.session_state["prompt"] = PROMPT
