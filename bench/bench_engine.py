@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, decode, load_model  # noqa: E402
-from engine.decode import Decoder  # noqa: E402
+from engine.decoder import Decoder  # noqa: E402
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 

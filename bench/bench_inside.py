@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, load_model  # noqa: E402
-from engine.decode import decode  # noqa: E402
+from engine import decode
 from engine.embedding import feedback_cost, soft_lane  # noqa: E402
 from engine.kv_trace import cache_steps  # noqa: E402
 from engine.teacher import epsilon_curve, teacher_force  # noqa: E402

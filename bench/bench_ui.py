@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, Node, Sequence, Step, Trace, load_model  # noqa: E402
 from engine.beam import BeamSearch  # noqa: E402
-from engine.decode import Decoder  # noqa: E402
+from engine.decoder import Decoder  # noqa: E402
 from figures.beam_tree import beam_tree_figure  # noqa: E402
 from figures.candidates import candidates_figure  # noqa: E402
 

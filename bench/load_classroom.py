@@ -89,7 +89,7 @@ def lane_tokens(page) -> list:
 
 def expected_tokens(lm, s: Session, tokens: int) -> list:
     from engine import DecodeConfig
-    from engine.decode import decode
+    from engine import decode
     from figures.labels import visible
 
     trace = decode(lm, s.prompt, DecodeConfig(strategy="sample", temperature=TEMPERATURE, seed=s.seed,

@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     try:
         config = config_from_args(args)
         config.validate()
-        from .decode import decode
+        from .strategies import decode
         from .model import load_model
 
         if args.prompt_file is not None:

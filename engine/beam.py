@@ -1,66 +1,119 @@
 """Beam search that records every expansion, following transformers' own algorithm step for step.
 
-Each step, for B beams over a vocabulary of V:
+Each step, for B beams over a vocabulary of V (one prompt; transformers adds a batch dim):
   1. forward the B running beams (one new position each, KV cache reused);
   2. log-softmax, then the processors (repetition penalty), plus each beam's running score;
-  3. take the top K = 2B of the B*V continuations: beam = i // V, token = i % V;
-  4. continuations ending in EOS (or at max length) among the first B are scored
-     cum_logprob / length ** length_penalty and merged into the finished set (best B kept);
-  5. the best B that did not finish become the running beams; the cache is reordered to them;
-  6. stop when no running beam can beat the finished ones (the early-stop heuristic),
-     when every slot is finished and early_stopping is on, or at max length.
+  3. `top_k_continuations`: the top K = 2B of the B*V continuations (beam = i // V, token = i % V);
+  4. `running_beams_for_next_iteration`: the best B that did not hit end-of-text or max length;
+  5. `update_finished_beams`: hits among the first B, scored cum_logprob / length ** length_penalty,
+     merged into the finished set (best B kept);
+  6. `early_stop_heuristic` and `has_unfinished_sequences`: stop when no running beam can beat
+     the finished ones, when every slot is finished and early_stopping is on, or at max length.
+The helpers are pure tensor functions named after transformers' own `_get_top_k_continuations`,
+`_get_running_beams_for_next_iteration`, `_update_finished_beams`, `_check_early_stop_heuristic`
+and `_beam_search_has_unfinished_sequences`, and are tested against them.
 Every one of the K continuations becomes a tree Node: kept, finished, or pruned.
 """
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .config import DecodeConfig
-from .decode import facts_dict, forward_kwargs, versions
 from .errors import ConfigError
-from .kv import cache_size
+from .model import LoadedModel
 from .record import candidates_record, kv_record
-from .shaping import build_processors, shape
-from .tokens import encode_prompt
-from .trace import Node, Sequence, Step, Trace
+from .runner import Runner
+from .shaping import shape
+from .trace import Node, Sequence, Step
 
 NEG = -1.0e9   # transformers' "never choose this" score
 
 
-class BeamSearch:
-    def __init__(self, lm, prompt: str, config: DecodeConfig):
+# ---- the algorithm, as pure helpers ---------------------------------------------------
+def top_k_continuations(accumulated: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """accumulated: [B, V] running score + step log-prob of every continuation.
+    Returns (scores [k], beam [k], token [k]): the k best over all beams, best first."""
+    vocab = accumulated.shape[-1]
+    scores, index = torch.topk(accumulated.reshape(-1), k=k)    # over the flat [B * V]
+    return scores, index // vocab, index % vocab
+
+
+def running_beams_for_next_iteration(top_scores: torch.Tensor, hits: torch.Tensor,
+                                     num_beams: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """top_scores, hits: [K]. The best `num_beams` continuations that did not just finish.
+    Returns (positions into the K [B], their running scores [B])."""
+    running = top_scores + hits.to(torch.float32) * NEG       # a finished continuation never runs on
+    pick = torch.topk(running, k=num_beams).indices
+    return pick, running[pick]
+
+
+def update_finished_beams(done_scores: torch.Tensor, done_flags: torch.Tensor, top_scores: torch.Tensor,
+                          hits: torch.Tensor, *, length: int, length_penalty: float, early_stopping,
+                          can_improve: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Merge this step's finished continuations into the finished set.
+
+    done_scores, done_flags: [B] the finished set so far (NEG / False in empty slots);
+    top_scores, hits: [K] this step's continuations. Only hits among the first B may enter,
+    scored top_score / length ** length_penalty; none enter once every slot is full under
+    early_stopping=True, or once the search cannot improve.
+    Returns (merged_pick [B] indices into cat(done, continuations), scores [B], flags [B],
+    just_done [K])."""
+    B, K = done_scores.shape[0], top_scores.shape[0]
+    just_done = hits & (torch.arange(K) < B)
+    candidates = top_scores / (length ** length_penalty)
+    candidates = candidates + float(bool(done_flags.all()) and early_stopping is True) * NEG
+    candidates = candidates + float(not can_improve) * NEG
+    candidates = candidates + (~just_done).to(torch.float32) * NEG
+    merged_scores = torch.cat((done_scores, candidates))
+    merged_pick = torch.topk(merged_scores, k=B).indices
+    return merged_pick, merged_scores[merged_pick], torch.cat((done_flags, just_done))[merged_pick], just_done
+
+
+def early_stop_heuristic(can_improve: bool, running_scores: torch.Tensor, done_scores: torch.Tensor,
+                         done_flags: torch.Tensor, *, cur_len: int, max_length: int, prompt_len: int,
+                         early_stopping, length_penalty: float) -> bool:
+    """Can the best running beam still beat the worst finished one? running_scores, done_*: [B].
+    The best hypothetical length is today's, or max length under early_stopping="never" with a
+    positive length penalty (a longer hypothesis can then score higher)."""
+    if early_stopping == "never" and length_penalty > 0:
+        best_len = max_length - prompt_len
+    else:
+        best_len = cur_len - prompt_len
+    best_possible = float(running_scores[0]) / (best_len ** length_penalty)
+    worst_done = torch.where(done_flags, done_scores.min(), torch.tensor(NEG))
+    return can_improve and bool((best_possible > worst_done).any())
+
+
+def has_unfinished_sequences(can_improve: bool, done_flags: torch.Tensor, hits: torch.Tensor,
+                             early_stopping) -> bool:
+    """Go on while improvement is possible, a slot is still open (under early_stopping=True),
+    and some continuation did not hit end-of-text or max length."""
+    open_slot = not (bool(done_flags.all()) and early_stopping is True)
+    return can_improve and open_slot and not bool(hits.all())
+
+
+# ---- the search, recorded --------------------------------------------------------------
+class BeamSearch(Runner):
+    """A beam search in progress; `nodes` is the tree of every continuation ranked so far."""
+
+    def __init__(self, lm: LoadedModel, prompt: str, config: DecodeConfig):
         if config.strategy != "beam":
             raise ConfigError("strategy", "strategy: BeamSearch needs strategy='beam'")
-        config.validate(lm.facts.vocab_size)
-        self.lm, self.prompt, self.config = lm, prompt, config
-        self.prompt_ids = encode_prompt(lm, prompt, config.chat, config.max_new_tokens)
-        self.processors = build_processors(config)
-        self.steps: list = []
-        self.nodes: list = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum_logprob=0.0,
-                                 score=0.0, length=0, status="root", beam=0, rank=0)]
-        self.finished = False
-        self._fwd = forward_kwargs(lm.model)
+        super().__init__(lm, prompt, config)
         B = config.num_beams
-        self.running = [[] for _ in range(B)]               # generated ids per running beam
+        self.nodes: list[Node] = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0,
+                                       cum_logprob=0.0, score=0.0, length=0, status="root", beam=0, rank=0)]
+        self.running: list[list[int]] = [[] for _ in range(B)]   # generated ids per running beam
         self.running_nodes = [0] * B
         self.running_scores = torch.zeros(B)
         self.running_scores[1:] = NEG                       # only beam 0 may expand at the first step
         self.done_scores = torch.full((B,), NEG)            # the finished set, best first
-        self.done = [None] * B                              # (ids, cum_logprob, node_id) per finished slot
+        self.done: list = [None] * B                        # (ids, cum_logprob, node_id) per finished slot
         self.done_flags = torch.zeros(B, dtype=torch.bool)
         self.can_improve = True
-        self._past = None
-        self._last = None
-        self._t0 = time.perf_counter()
-        self._prefill_s = 0.0
+        self._last: torch.Tensor | None = None              # [B] the running beams' last tokens
 
-    @torch.inference_mode()
-    def step(self) -> Step | None:
-        if self.finished:
-            return None
-        t0 = time.perf_counter()
+    def _advance(self) -> Step:
         lm, cfg = self.lm, self.config
         B, P, t = cfg.num_beams, len(self.prompt_ids), len(self.steps)
         eos = set(lm.eos_token_ids)
@@ -70,109 +123,84 @@ class BeamSearch:
         context = torch.tensor([self.prompt_ids + seq for seq in self.running])     # [B, cur_len]
 
         # 1. forward: the prompt for every beam at first, then one new token per beam
-        if self._past is None:
-            out = lm.model(input_ids=context, use_cache=True, **self._fwd)
-            self._prefill_s = time.perf_counter() - t0
-            appended = B * P
-        else:
-            out = lm.model(input_ids=self._last[:, None], past_key_values=self._past, use_cache=True, **self._fwd)
-            appended = B
-        self._past = out.past_key_values
-        _, rows, nbytes = cache_size(self._past)
-        logits = out.logits[:, -1].to(torch.float32)                                 # [B, V]
-        V = logits.shape[-1]
+        fwd = self.forward(input_ids=context if self._last is None else self._last[:, None])
 
         # 2. step log-probs, shaped, plus running scores
-        step_logprobs = shape(self.processors, context, torch.log_softmax(logits, dim=-1))
-        accumulated = (step_logprobs + self.running_scores[:, None]).reshape(-1)
+        step_logprobs = shape(self.processors, context, torch.log_softmax(fwd.logits, dim=-1))   # [B, V]
+        accumulated = step_logprobs + self.running_scores[:, None]
 
-        # 3. the top K continuations over all beams
-        top_scores, top_index = torch.topk(accumulated, k=K)
-        top_beam = top_index // V
-        top_token = top_index % V
+        # 3. the top K continuations over all beams, and which of them end here
+        top_scores, top_beam, top_token = top_k_continuations(accumulated, K)
         hits = torch.tensor([int(tok) in eos or cur_len + 1 >= max_length for tok in top_token])
 
-        # 5 (computed first, as transformers does). the best B unfinished continue
-        running_pick = torch.topk(top_scores + hits.to(torch.float32) * NEG, k=B).indices
+        # 4. the best B unfinished continue (computed before 5, as transformers does)
+        running_pick, running_scores = running_beams_for_next_iteration(top_scores, hits, B)
 
-        # 4. finished candidates among the first B, length-normalised, merged into the finished set
+        # 5. finished continuations merged into the finished set
         length = cur_len + 1 - P
-        done_candidates = top_scores / (length ** cfg.length_penalty)
-        just_done = hits & (torch.arange(K) < B)
-        all_full = bool(self.done_flags.all()) and cfg.early_stopping is True
-        done_candidates = done_candidates + float(all_full) * NEG
-        done_candidates = done_candidates + float(not self.can_improve) * NEG
-        done_candidates = done_candidates + (~just_done).to(torch.float32) * NEG
-        merged_scores = torch.cat((self.done_scores, done_candidates))
-        merged_pick = torch.topk(merged_scores, k=B).indices
-
-        # the tree: every one of the K continuations becomes a node
-        kept_positions = set(running_pick.tolist())
+        merged_pick, done_scores, done_flags, just_done = update_finished_beams(
+            self.done_scores, self.done_flags, top_scores, hits, length=length,
+            length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping, can_improve=self.can_improve)
         # only real hits enter: in float32, score + NEG ties with the empty slots' NEG, so topk
         # may pick a non-hit continuation to fill an empty slot; it must stay empty (and pruned)
-        entered_done = {int(i) - B for i in merged_pick if int(i) >= B and bool(just_done[int(i) - B])}
-        node_ids = []
-        for pos in range(K):
+        entered = {i - B for i in merged_pick.tolist() if i >= B and bool(just_done[i - B])}
+
+        node_ids = self._record_nodes(top_scores, top_beam, top_token, step_logprobs,
+                                      kept=set(running_pick.tolist()), entered=entered, length=length)
+        continuations = [(self.running[int(top_beam[p])] + [int(top_token[p])], float(top_scores[p]), node_ids[p])
+                         for p in range(K)]
+        self.done = [self.done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
+                     for i in merged_pick.tolist()]
+        self.done_scores, self.done_flags = done_scores, done_flags
+
+        # the distribution shown is that of the beam the new best running beam extends
+        best = int(top_beam[running_pick[0]])
+        dist = candidates_record(lm, fwd.logits[best], torch.log_softmax(step_logprobs[best], -1), cfg.top_n,
+                                 must_include=(int(top_token[running_pick[0]]),))
+
+        # the new running beams, and the cache reordered to match
+        parent_slots = top_beam[running_pick]
+        self.running = [continuations[p][0] for p in running_pick.tolist()]
+        self.running_nodes = [node_ids[p] for p in running_pick.tolist()]
+        self.running_scores = running_scores
+        self._last = top_token[running_pick]
+        self._past.reorder_cache(parent_slots)
+        copied = sum(cur_len for slot, src in enumerate(parent_slots.tolist()) if slot != src)
+        kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
+                       beams=B, appended=fwd.appended, copied=copied,
+                       cached_sequences=[self.prompt_ids + self.running[slot][:-1] for slot in range(B)])
+
+        # 6. stop?
+        self.can_improve = early_stop_heuristic(
+            self.can_improve, self.running_scores, self.done_scores, self.done_flags, cur_len=cur_len + 1,
+            max_length=max_length, prompt_len=P, early_stopping=cfg.early_stopping,
+            length_penalty=cfg.length_penalty)
+        self.finished = not has_unfinished_sequences(self.can_improve, self.done_flags, hits, cfg.early_stopping)
+
+        return Step(index=t, chosen_ids=[int(x) for x in self._last],
+                    chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
+                    beam_node_ids=list(self.running_nodes), **dist)
+
+    def _record_nodes(self, top_scores, top_beam, top_token, step_logprobs, *, kept: set, entered: set,
+                      length: int) -> list[int]:
+        """Every one of the K continuations becomes a Node (kept, finished or pruned); returns their ids."""
+        lm, cfg, t = self.lm, self.config, len(self.steps)
+        ids = []
+        for pos in range(top_scores.shape[0]):
             beam, token = int(top_beam[pos]), int(top_token[pos])
-            status = "kept" if pos in kept_positions else ("finished" if pos in entered_done else "pruned")
+            status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
             node = Node(id=len(self.nodes), parent=self.running_nodes[beam], step=t, token_id=token,
                         text=lm.token_texts[token], logprob=float(step_logprobs[beam, token]),
                         cum_logprob=float(top_scores[pos]),
                         score=float(top_scores[pos]) / (length ** cfg.length_penalty), length=length,
                         status=status, beam=beam, rank=pos + 1)
             self.nodes.append(node)
-            node_ids.append(node.id)
+            ids.append(node.id)
+        return ids
 
-        candidates = [(self.running[int(top_beam[p])] + [int(top_token[p])], float(top_scores[p]), node_ids[p])
-                      for p in range(K)]
-        new_done = []
-        for i in merged_pick.tolist():
-            new_done.append(self.done[i] if i < B else (candidates[i - B] if (i - B) in entered_done else None))
-        self.done = new_done
-        self.done_scores = merged_scores[merged_pick]
-        self.done_flags = torch.cat((self.done_flags, just_done))[merged_pick]
-
-        # record the distribution of the beam that the new best running beam extends
-        best = int(top_beam[running_pick[0]])
-        dist = candidates_record(lm, logits[best], torch.log_softmax(step_logprobs[best], -1), cfg.top_n,
-                                 must_include=(int(top_token[running_pick[0]]),))
-
-        # 5. the new running beams, and the cache reordered to match
-        parent_slots = top_beam[running_pick]
-        self.running = [candidates[p][0] for p in running_pick.tolist()]
-        self.running_nodes = [node_ids[p] for p in running_pick.tolist()]
-        self.running_scores = (top_scores + hits.to(torch.float32) * NEG)[running_pick]
-        self._last = top_token[running_pick]
-        self._past.reorder_cache(parent_slots)
-        copied = sum(cur_len for slot, src in enumerate(parent_slots.tolist()) if slot != src)
-        cached = [self.prompt_ids + self.running[slot][:-1] for slot in range(B)]
-        kv = kv_record(lm.facts.kv_bytes_per_token, rows, nbytes, B, appended, copied, cached)
-
-        # 6. stop?
-        cur_len += 1
-        if cfg.early_stopping == "never" and cfg.length_penalty > 0:
-            best_len = max_length - P
-        else:
-            best_len = cur_len - P
-        best_possible = float(self.running_scores[0]) / (best_len ** cfg.length_penalty)
-        worst_done = torch.where(self.done_flags, self.done_scores.min(), torch.tensor(NEG))
-        self.can_improve = self.can_improve and bool((best_possible > worst_done).any())
-        open_beam = not (bool(self.done_flags.all()) and cfg.early_stopping is True)
-        self.finished = not (self.can_improve and open_beam and not bool(hits.all()))
-
-        step = Step(index=t, chosen_ids=[int(x) for x in self._last], chosen_texts=[lm.token_texts[int(x)] for x in self._last],
-                    kv=kv, beam_node_ids=list(self.running_nodes), seconds=time.perf_counter() - t0, **dist)
-        self.steps.append(step)
-        return step
-
-    def run(self) -> Trace:
-        while not self.finished:
-            self.step()
-        return self.trace()
-
-    def trace(self) -> Trace:
-        lm, cfg = self.lm, self.config
-        sequences = []
+    # ---- the trace's parts -------------------------------------------------------
+    def _sequences(self) -> list[Sequence]:
+        cfg, out = self.config, []
         for slot in range(cfg.num_return_sequences):
             if self.done[slot] is None:      # a partial run: show the running beams instead
                 ids, cum, node = self.running[slot], float(self.running_scores[slot]), self.running_nodes[slot]
@@ -180,14 +208,13 @@ class BeamSearch:
             else:
                 ids, cum, node = self.done[slot]
                 score = float(self.done_scores[slot])
-            sequences.append(Sequence(token_ids=list(ids), text=lm.tokenizer.decode(ids, skip_special_tokens=True),
-                                      cum_logprob=cum, score=score, node_id=node))
-        decode_s = sum(s.seconds for s in self.steps)
-        generated = len(self.steps) * cfg.num_beams
-        return Trace(model=lm.name, prompt=self.prompt, prompt_token_ids=list(self.prompt_ids), config=cfg,
-                     steps=list(self.steps), sequences=sequences, nodes=list(self.nodes), model_facts=facts_dict(lm),
-                     versions=versions(),
-                     timings={"prefill_s": self._prefill_s, "decode_s": decode_s,
-                              "total_s": time.perf_counter() - self._t0,
-                              "tokens_per_s": len(self.steps) / decode_s if decode_s else 0.0,
-                              "beam_tokens_per_s": generated / decode_s if decode_s else 0.0})
+            out.append(Sequence(token_ids=list(ids), text=self.lm.tokenizer.decode(ids, skip_special_tokens=True),
+                                cum_logprob=cum, score=score, node_id=node))
+        return out
+
+    def _nodes(self) -> list[Node]:
+        return list(self.nodes)
+
+    def _timings(self, decode_s: float) -> dict:
+        generated = len(self.steps) * self.config.num_beams
+        return {"beam_tokens_per_s": generated / decode_s if decode_s else 0.0}

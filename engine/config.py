@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from .errors import ConfigError
 
 STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel")
+WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
+FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
 MAX_BEAMS = 32
 MAX_TOP_N = 200

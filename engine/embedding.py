@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import DecodeConfig
+from .config import FEEDBACK_STRATEGIES, DecodeConfig
 from .errors import ConfigError
 from .shaping import entropy
 from .tokens import encode_prompt
@@ -89,16 +89,16 @@ def project(lm, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: l
 @torch.inference_mode()
 def soft_lane(lm, prompt: str, config: DecodeConfig):
     """Decode with strategy soft or gumbel; returns (Trace, [Projection] one per step)."""
-    from .decode import Decoder
+    from .decoder import Decoder
 
-    if config.strategy not in ("soft", "gumbel"):
+    if config.strategy not in FEEDBACK_STRATEGIES:
         raise ConfigError("strategy", f"strategy: the soft lane needs soft or gumbel, got '{config.strategy}'")
     decoder = Decoder(lm, prompt, config)
     projections = []
     while not decoder.finished:
         step = decoder.step()
         # the vector the decoder will feed back next: ("embeds", [1, 1, hidden])
-        kind, value = decoder._next_input
+        kind, value = decoder.next_input
         if kind != "embeds" or step.feedback is None:
             continue
         vector = value[0, 0]
@@ -123,7 +123,7 @@ def first_difference(a: list, b: list) -> int | None:
 def gumbel_sweep(lm, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0, chat: bool = False) -> list:
     """One Gumbel draw for the first step's distribution, relaxed at each tau: [TauPoint]."""
     ids = encode_prompt(lm, prompt, chat)
-    from .decode import forward_kwargs
+    from .runner import forward_kwargs
 
     logits = lm.model(input_ids=torch.tensor([ids]), **forward_kwargs(lm.model)).logits[0, -1].to(torch.float32)
     logp = torch.log_softmax(logits / temperature, dim=-1)

@@ -343,7 +343,7 @@ def replay_greedy(lm, trace, step: int, sequence: int = 0, keep_pick: bool = Tru
     the two shows whether the pick at `step` led to what followed. Settings other than the
     strategy (penalty, length, chat, seed) are the trace's own.
     """
-    from .decode import decode
+    from .strategies import decode
 
     ids = trace.sequences[sequence].token_ids
     if not 0 <= step < len(ids):

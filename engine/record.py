@@ -75,11 +75,13 @@ def feedback_record(lm, weights: torch.Tensor, vector: torch.Tensor) -> FeedBack
     )
 
 
-def kv_record(bytes_per_row: int, cache_rows_per_beam: int, cache_bytes: int, beams: int, appended: int,
+def kv_record(bytes_per_row: int, *, rows_per_beam: int, cache_bytes: int, beams: int, appended: int,
               copied: int, cached_sequences: list) -> KVStep:
-    """cached_sequences: the token ids each beam's cache rows hold, for the paged accounting."""
+    """The cache after a step. rows_per_beam and cache_bytes are read off the real cache tensors;
+    appended/copied: rows written by the forward pass / moved by a beam reorder;
+    cached_sequences: the token ids each beam's cache rows hold, for the paged accounting."""
     layout = paged_layout(cached_sequences)
-    return KVStep(rows=beams * cache_rows_per_beam, bytes=cache_bytes, rows_appended=appended, rows_copied=copied,
+    return KVStep(rows=beams * rows_per_beam, bytes=cache_bytes, rows_appended=appended, rows_copied=copied,
                   paged_rows=layout.rows, paged_blocks=len(layout.blocks),
                   paged_bytes=len(layout.blocks) * BLOCK_SIZE * bytes_per_row,
-                  beam_rows=[cache_rows_per_beam] * beams)
+                  beam_rows=[rows_per_beam] * beams)

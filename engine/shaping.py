@@ -2,7 +2,7 @@
 
 The processors are built in the order `generate` applies them: repetition penalty
 first, then (for sampling-type strategies) temperature, top-k, top-p, min-p.
-Choosing a token is a separate step (see decode.py); this module only shapes.
+Choosing a token is a separate step (see decoder.py and beam.py); this module only shapes.
 """
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from .config import DecodeConfig
-
-WARPED_STRATEGIES = ("sample", "soft", "gumbel")
+from .config import WARPED_STRATEGIES, DecodeConfig
 
 
 def build_processors(config: DecodeConfig) -> LogitsProcessorList:

@@ -106,7 +106,7 @@ def _top(lm, probs: torch.Tensor, k: int = TOP) -> list:
 
 def _forward(lm, ids: list, keep: int, past=None, cache: bool = False):
     """One forward pass over `ids` (after `past`); logits for the last `keep` positions only where supported."""
-    from .decode import forward_kwargs
+    from .runner import forward_kwargs
 
     extra = {"logits_to_keep": keep} if forward_kwargs(lm.model) else {}
     out = lm.model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=cache,
@@ -160,7 +160,7 @@ def kl_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
 def free_run(lm, teacher: TeacherForced, prompt: str, strategy: str = "greedy", temperature: float = 1.0,
              seed: int = 0, chat: bool = False) -> FreeRun:
     """Let the model continue the prompt by itself for as many tokens as the reference has."""
-    from .decode import Decoder
+    from .decoder import Decoder
 
     if strategy not in ("greedy", "sample"):
         raise ConfigError("strategy", f"strategy: free running uses greedy or sample, got '{strategy}'")

@@ -11,6 +11,8 @@ import math
 
 import plotly.graph_objects as go
 
+from engine.config import WARPED_STRATEGIES
+
 from .labels import for_plotly
 
 RAW = "#4c78a8"        # blue: readable on white and on Streamlit's dark background
@@ -57,11 +59,11 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         total += c.prob
         cumulative.append(min(total, 1.0))
     label = words["cumulative"]
-    if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.temperature != 1.0:
+    if config is not None and config.strategy in WARPED_STRATEGIES and config.temperature != 1.0:
         label += words.get("after_temperature", " (top-p acts after temperature)")
     fig.add_scatter(x=x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
-    if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.top_p < 1.0:
+    if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
         fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
                         name=words["threshold"].format(p=f"{config.top_p:g}"),
                         line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name")

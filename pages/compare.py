@@ -2,7 +2,7 @@
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.decode import decode  # the function (`engine.decode` turns into the submodule once imported)
+from engine import decode
 from figures.compare import first_difference, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload

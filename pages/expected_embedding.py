@@ -4,7 +4,7 @@ import math
 import streamlit as st
 
 from engine import DecodeConfig
-from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
+from engine import decode
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, for_markdown, visible

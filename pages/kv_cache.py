@@ -2,7 +2,7 @@
 import streamlit as st
 
 from engine import DecodeConfig
-from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
+from engine import decode
 from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks

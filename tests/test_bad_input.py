@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine import ConfigError, DecodeConfig, ModelLoadError, Trace, TraceFormatError, load_model
-from engine.decode import decode
+from engine import decode
 from engine.trace import MAX_TRACE_BYTES
 from figures.labels import for_html, for_markdown, for_plotly, visible
 

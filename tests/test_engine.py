@@ -56,7 +56,7 @@ def test_byte_pieces_display_as_bytes_never_replacement_char(llama):
 
 
 def test_engine_imports_no_streamlit():
-    code = ("import sys, engine, engine.decode, engine.beam, engine.kv, engine.trace, engine.model, engine.__main__;"
+    code = ("import sys, engine, engine.decoder, engine.beam, engine.runner, engine.strategies, engine.kv, engine.trace, engine.model, engine.__main__;"
             "assert 'streamlit' not in sys.modules, 'engine imported streamlit'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

@@ -193,7 +193,7 @@ def test_figure_html_is_standalone():
 @pytest.mark.parametrize("lp", [0.0, 0.5, 1.0, 2.0, -1.0])
 def test_rerank_predicts_a_new_search(llama, lp):
     """When the replay says nothing changes, a real search with the new penalty returns the re-ranked winner."""
-    from engine.decode import decode
+    from engine import decode
 
     base = DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=10, length_penalty=1.0)
     trace = decode(llama, "The capital of France is", base)
@@ -209,7 +209,7 @@ def test_rerank_predicts_a_new_search(llama, lp):
 
 def test_finished_nodes_are_real_hypotheses(bundled):
     """A node marked finished ended in EOS or at the length limit (regression: float32 ties with empty slots)."""
-    from engine.decode import decode
+    from engine import decode
 
     config = DecodeConfig(strategy="beam", num_beams=4, max_new_tokens=8, length_penalty=0.0)
     trace = decode(bundled, "The capital of France is", config)

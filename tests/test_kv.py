@@ -11,7 +11,7 @@ import math
 import pytest
 
 from engine import DecodeConfig
-from engine.decode import decode
+from engine import decode
 from engine.kv import paged_layout
 from engine.kv_trace import cache_steps
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine import ConfigError, DecodeConfig
-from engine.decode import Decoder
+from engine.decoder import Decoder
 from engine.teacher import (coins, curve_passes, epsilon_curve, free_run, kl_divergence, runs, scheduled_sampling,
                             teacher_force)
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine import DecodeConfig, Trace
-from engine.beam import BeamSearch
-from engine.decode import Decoder
+from engine import DecodeConfig, LoadedModel, Trace, make_runner
+from engine.runner import Runner
 
 
 @dataclass
 class Branch:
     forced: dict                       # step index -> token id
-    runner: object | None = field(default=None, repr=False)   # Decoder / BeamSearch, built on demand
+    runner: Runner | None = field(default=None, repr=False)   # built on demand by make_runner
 
     @property
     def part_step(self) -> int | None:
@@ -29,7 +28,7 @@ class Branch:
 class Stepper:
     """Decodes one prompt step by step, with branches; or replays a recorded trace (no model)."""
 
-    def __init__(self, lm, prompt: str, config: DecodeConfig, recorded: Trace | None = None):
+    def __init__(self, lm: LoadedModel | None, prompt: str, config: DecodeConfig, recorded: Trace | None = None):
         self.lm, self.prompt, self.config, self.recorded = lm, prompt, config, recorded
         self.branches = [Branch(forced={})]
         self.active = 0
@@ -42,13 +41,10 @@ class Stepper:
         return cls(None, trace.prompt, trace.config, recorded=trace)
 
     # ---- runs ------------------------------------------------------------------
-    def runner(self, index: int | None = None):
+    def runner(self, index: int | None = None) -> Runner:
         branch = self.branches[self.active if index is None else index]
         if branch.runner is None:
-            if self.config.strategy == "beam":
-                branch.runner = BeamSearch(self.lm, self.prompt, self.config)
-            else:
-                branch.runner = Decoder(self.lm, self.prompt, self.config, forced=branch.forced)
+            branch.runner = make_runner(self.lm, self.prompt, self.config, forced=branch.forced)
         return branch.runner
 
     def steps(self, index: int | None = None) -> list:

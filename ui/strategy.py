@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import DecodeConfig
+from engine import WARPED_STRATEGIES, DecodeConfig
 from ui.i18n import t
 from ui.session import SharedSettings, sync_url, url_number, url_value
 
@@ -25,7 +25,6 @@ PARAMS = (
     ("tau", 1.0, float),
     ("top_n", 20, int),
 )
-WARPED = ("sample", "soft", "gumbel")
 
 
 def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
@@ -41,7 +40,7 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
         format_func=lambda s: t(f"step.strategy_{s}"), help=t("step.strategy_help")) or strategy
     strategy = values["strategy"]
     cols = box.columns(4)
-    if strategy in WARPED:
+    if strategy in WARPED_STRATEGIES:
         values["temperature"] = cols[0].slider(t("step.temperature"), 0.05, 3.0, step=0.05, key="temperature",
                                                value=url_number("temperature", 1.0, 0.05, 3.0, float),
                                                help=t("step.temperature_help"))
@@ -88,7 +87,7 @@ def make_config(settings: SharedSettings, values: dict, **overrides) -> DecodeCo
 def shaping_words(config: DecodeConfig) -> str:
     """'temperature 0.7, top-p 0.9' in the current language, or '' when nothing shapes the distribution."""
     parts = []
-    if config.strategy in WARPED:
+    if config.strategy in WARPED_STRATEGIES:
         if config.temperature != 1.0:
             parts.append(t("step.word_temperature", value=f"{config.temperature:g}"))
         if config.top_k:

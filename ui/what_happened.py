@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import DecodeScopeError
+from engine import FEEDBACK_STRATEGIES, DecodeScopeError
 from engine.explain import findings_of, replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
@@ -189,7 +189,7 @@ def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix:
                                  "kept": replay_summary(trace, kept, step, sequence)}
             except DecodeScopeError as exc:
                 st.error(str(exc))
-    if trace.config.strategy in ("soft", "gumbel"):
+    if trace.config.strategy in FEEDBACK_STRATEGIES:
         st.caption(t("explain.replay_soft"))
     result = S.get(result_key)
     if isinstance(result, dict) and result.get("identity") == identity:

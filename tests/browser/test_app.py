@@ -14,7 +14,7 @@ import pytest
 from browser_helpers import (MODEL_TIMEOUT_MS, act, assert_no_exception, click_key, existing_pages, new_context,
                              open_page, running_server, screenshot, set_prompt, wait_idle)
 from engine import DecodeConfig, Trace
-from engine.decode import decode
+from engine import decode
 from figures.labels import visible
 
 pytestmark = pytest.mark.browser

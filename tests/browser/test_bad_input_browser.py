@@ -10,7 +10,7 @@ import pytest
 
 from browser_helpers import (act, assert_no_exception, click_key, open_page, screenshot, set_prompt, wait_idle)
 from engine import DecodeConfig, Trace
-from engine.decode import decode
+from engine import decode
 from figures.labels import visible
 from test_app import shown_tokens, upload, wait_chart
 

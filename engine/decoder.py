@@ -1,0 +1,106 @@
+"""One sequence, one token per step: greedy, sample, soft and gumbel decoding.
+
+Each step (see `Runner` for the forward pass and the records):
+  1. the model gives logits for the last position;
+  2. transformers' processors shape them (penalty, temperature, top-k, top-p, min-p);
+  3. a separate choice picks the token: argmax (greedy), a seeded draw (sample),
+     or no single token at all (soft feeds back e = p^T E, gumbel a relaxed sample);
+  4. the choice, an id or a vector, becomes the next input.
+"""
+from __future__ import annotations
+
+import torch
+
+from .config import FEEDBACK_STRATEGIES, DecodeConfig
+from .errors import ConfigError
+from .model import LoadedModel
+from .record import candidates_record, feedback_record, kv_record
+from .runner import Runner
+from .shaping import shape
+from .trace import FeedBack, Sequence, Step
+
+
+class Decoder(Runner):
+    """A single-sequence decode in progress.
+
+    `forced` maps a step index to a token id that replaces the strategy's choice
+    there (a branch). The random draw still happens at a forced step, so the
+    generator stays in step with the unforced run.
+    """
+
+    def __init__(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None):
+        if config.strategy == "beam":
+            raise ConfigError("strategy", "strategy: use engine.beam.BeamSearch for beam search")
+        super().__init__(lm, prompt, config)
+        self.forced = {int(k): int(v) for k, v in (forced or {}).items()}
+        for step, token in self.forced.items():
+            if not 0 <= token < lm.facts.vocab_size:
+                raise ConfigError("forced", f"forced: token id {token} at step {step} is outside the vocabulary")
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.generated: list[int] = []
+        self.logprobs: list[float] = []
+        self._next_input: tuple | None = None   # ("ids", [1, 1]) or ("embeds", [1, 1, hidden])
+
+    @property
+    def next_input(self) -> tuple | None:
+        """What the next step feeds the model: ("ids", [1, 1] tensor) or ("embeds", [1, 1, hidden])."""
+        return self._next_input
+
+    def _advance(self) -> Step:
+        lm, config = self.lm, self.config
+        index = len(self.steps)
+        context = torch.tensor([self.prompt_ids + self.generated])                # [1, P + t]
+        if self._next_input is None:
+            fwd = self.forward(input_ids=context)
+        else:
+            kind, value = self._next_input
+            fwd = self.forward(**{"input_ids" if kind == "ids" else "inputs_embeds": value})
+
+        logits = fwd.logits[0]                                                    # [V]
+        shaped = shape(self.processors, context, logits[None])[0]
+        token, feedback, next_input = self._choose(shaped)
+        if index in self.forced:            # a branch: the forced id replaces the choice, and is fed as an id
+            token, feedback = self.forced[index], None
+            if config.strategy in FEEDBACK_STRATEGIES:
+                next_input = ("embeds", lm.embeddings[token].to(torch.float32)[None, None])
+        self._next_input = next_input or ("ids", torch.tensor([[token]]))
+
+        dist = candidates_record(lm, logits, shaped, config.top_n, must_include=(token,))
+        kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
+                       beams=1, appended=fwd.appended, copied=0, cached_sequences=[context[0].tolist()])
+        self.generated.append(token)
+        self.logprobs.append(float(torch.log_softmax(logits, -1)[token]))
+        if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
+            self.finished = True
+        return Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
+                    kv=kv, **dist)
+
+    def _choose(self, shaped: torch.Tensor) -> tuple[int, FeedBack | None, tuple | None]:
+        """shaped: [V]. (token id, FeedBack or None, next input or None) for the configured strategy."""
+        lm, config = self.lm, self.config
+        if config.strategy == "greedy":
+            return int(shaped.argmax()), None, None
+        probs = torch.softmax(shaped, dim=-1)
+        if config.strategy == "sample":
+            return int(torch.multinomial(probs, 1, generator=self.generator)), None, None
+        E = lm.embeddings.to(torch.float32)                                       # [V, hidden]
+        if config.strategy == "soft":
+            weights = probs
+        else:  # gumbel: y = softmax((log p + g) / tau), g ~ Gumbel(0, 1) from the seeded generator
+            u = torch.rand(probs.shape, generator=self.generator).clamp(1e-10, 1 - 1e-10)
+            gumbel = -torch.log(-torch.log(u))
+            weights = torch.softmax((torch.log_softmax(shaped, -1) + gumbel) / config.tau, dim=-1)
+            if config.hard:   # straight-through: the forward value is the one-hot of the argmax
+                weights = torch.nn.functional.one_hot(weights.argmax(), weights.shape[-1]).to(torch.float32)
+        vector = weights @ E                                                      # [hidden]
+        feedback = feedback_record(lm, weights, vector)
+        return int(weights.argmax()), feedback, ("embeds", vector[None, None])
+
+    # ---- the trace's parts -------------------------------------------------------
+    def _sequences(self) -> list[Sequence]:
+        ids, cum = list(self.generated), sum(self.logprobs)
+        return [Sequence(token_ids=ids, text=self.lm.tokenizer.decode(ids, skip_special_tokens=True),
+                         cum_logprob=cum, score=cum / max(len(ids), 1) ** self.config.length_penalty)]
+
+    def _forced(self) -> dict:
+        return dict(self.forced)

@@ -1,0 +1,25 @@
+"""Which runner decodes which strategy: the one place that maps a config to its loop."""
+from __future__ import annotations
+
+from .beam import BeamSearch
+from .config import DecodeConfig
+from .decoder import Decoder
+from .errors import ConfigError
+from .model import LoadedModel
+from .runner import Runner
+from .trace import Trace
+
+
+def make_runner(lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None) -> Runner:
+    """A runner for `config`, ready to step: BeamSearch for beam, Decoder for everything else.
+    `forced` (step index -> token id) makes a branch; beam search has no single choice to force."""
+    if config.strategy == "beam":
+        if forced:
+            raise ConfigError("forced", "forced: beam search cannot force a token; use greedy or sample to branch")
+        return BeamSearch(lm, prompt, config)
+    return Decoder(lm, prompt, config, forced=forced)
+
+
+def decode(lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None) -> Trace:
+    """Decode `prompt` with `config` to the end and return the full Trace."""
+    return make_runner(lm, prompt, config, forced).run()
