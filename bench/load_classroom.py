@@ -1,6 +1,6 @@
 """A classroom on one machine: eight browser sessions decode on the shared bundled model at once.
 
-    .venv/bin/python bench/load_classroom.py [--sessions 8] [--tokens 32] [--url http://host:port]
+    .venv/bin/python -m bench.load_classroom [--sessions 8] [--tokens 32] [--url http://host:port]
 
 Without --url it starts `streamlit run app.py` on a free port (and stops it at the end).
 Each session opens the Compare page with one sampled lane (temperature 0.8) of
@@ -27,12 +27,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
-for extra in (ROOT, ROOT / "tests" / "browser"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
 
-from browser_helpers import (CHROMIUM, CHROMIUM_ARGS, MODEL_TIMEOUT_MS, QUIET_MS,  # noqa: E402
-                             exception_texts, new_context, running_server)
+from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, MODEL_TIMEOUT_MS, QUIET_MS, exception_texts,
+                                           new_context, running_server)
 
 TEMPERATURE = 0.8
 LANE = ".st-key-cmp_lane_temperature"

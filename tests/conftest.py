@@ -1,14 +1,9 @@
 """Shared fixtures: tiny random models (see tiny_models.py) and the bundled model."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: E402,F401
+from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: F401
 
 @pytest.fixture(scope="session")
 def llama():

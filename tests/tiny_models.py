@@ -5,14 +5,11 @@ texts include byte pieces and special tokens like the real thing.
 """
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 CORPUS = [
     "The capital of France is Paris. The capital of Italy is Rome.",

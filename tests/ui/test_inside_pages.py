@@ -7,14 +7,12 @@ here from the model's config or a plain forward pass, not read back from the pag
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import torch
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 PROMPT = "The capital of France is"
 NEW = 6

@@ -16,9 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
     """Runs inside AppTest: imports happen here because the function's source is run on its own."""
-    import sys
-
-    sys.path[:0] = [root, root + "/tests"]
     import streamlit as st
     from test_explain import loop_trace, make_step, quiet_trace
 

@@ -1,0 +1,199 @@
+"""The Step-by-step page's state (ui.stepper.Stepper) on the tiny Llama: cursor, branches, reconfigure.
+
+References are independent of the stepper: transformers' `generate` from the same ids, and a
+count of the model's forward passes taken by a forward hook.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine import DecodeConfig, decode
+from ui.stepper import Stepper
+
+PROMPT = "The capital of France is"
+GREEDY = DecodeConfig(strategy="greedy", max_new_tokens=10)
+
+
+def generate_greedy(lm, ids: list, n: int) -> list:
+    """n greedy tokens after `ids`, by transformers (EOS is switched off so the length is n)."""
+    out = lm.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                            do_sample=False, max_new_tokens=n, min_new_tokens=n,
+                            pad_token_id=lm.model.generation_config.pad_token_id)
+    return out[0, len(ids):].tolist()
+
+
+def chosen(stepper, index=None) -> list:
+    return [s.chosen_ids[0] for s in stepper.steps(index)]
+
+
+class ForwardCount:
+    def __init__(self, model):
+        self.calls = 0
+        self._hook = model.register_forward_hook(self._count)
+
+    def _count(self, *_):
+        self.calls += 1
+
+    def close(self):
+        self._hook.remove()
+
+
+@pytest.fixture
+def stepper(llama):
+    # no EOS in reach: the tiny model's EOS id 0 is removed from the end set, so every branch runs its full length
+    return Stepper(llama, PROMPT, GREEDY)
+
+
+@pytest.fixture(autouse=True)
+def no_eos(llama, monkeypatch):
+    monkeypatch.setattr(llama, "eos_token_ids", ())
+
+
+def test_opens_on_the_first_step_which_is_generates_first_token(stepper, llama):
+    assert len(stepper.steps()) == 1 and stepper.cursor == 0
+    prompt_ids = stepper.runner().prompt_ids
+    assert chosen(stepper) == generate_greedy(llama, prompt_ids, 1)
+
+
+def test_next_on_the_newest_step_is_one_forward_pass_and_back_then_next_is_none(stepper, llama):
+    count = ForwardCount(llama.model)
+    try:
+        for _ in range(4):
+            assert stepper.next()
+        assert count.calls == 4
+        stepper.back()
+        stepper.back()
+        assert stepper.cursor == 2
+        stepper.next()
+        assert count.calls == 4 and stepper.cursor == 3     # the step was already decoded: only the cursor moved
+    finally:
+        count.close()
+    assert chosen(stepper) == generate_greedy(llama, stepper.runner().prompt_ids, 5)
+
+
+def test_next_stops_at_the_end_and_back_stops_at_the_start(llama):
+    s = Stepper(llama, PROMPT, GREEDY.replace(max_new_tokens=3))
+    assert [s.next(), s.next(), s.next()] == [True, True, False]
+    assert s.cursor == 2 and s.finished()
+    for _ in range(5):
+        s.back()
+    assert s.cursor == 0
+
+
+def test_go_decodes_up_to_the_step_and_clamps(stepper):
+    stepper.go(6)
+    assert stepper.cursor == 6 and len(stepper.steps()) == 7
+    stepper.go(50)
+    assert stepper.cursor == GREEDY.max_new_tokens - 1
+    stepper.go(-3)
+    assert stepper.cursor == 0
+
+
+def test_branch_forces_the_token_and_continues_greedily_from_it(stepper, llama):
+    stepper.go(5)
+    main = chosen(stepper)
+    stepper.go(2)
+    other = stepper.current.candidates[1].token_id        # the runner-up at step 2
+    assert other != main[2]
+    index = stepper.branch(other)
+    assert index == 1 and stepper.active == 1 and stepper.cursor == 2
+    assert stepper.branches[1].forced == {2: other}
+    stepper.go(6)
+    tokens = chosen(stepper)
+    prefix = main[:2] + [other]
+    assert tokens[:3] == prefix
+    assert tokens[3:] == generate_greedy(llama, stepper.runner().prompt_ids + prefix, len(tokens) - 3)
+    assert stepper.branches[1].part_step == 2
+    # the main line is untouched
+    assert chosen(stepper, 0)[:6] == main
+
+
+def test_branching_to_the_chosen_token_or_an_existing_branch_adds_nothing(stepper):
+    stepper.go(3)
+    assert stepper.branch(stepper.current.chosen_ids[0]) == 0 and len(stepper.branches) == 1
+    other = stepper.current.candidates[1].token_id
+    first = stepper.branch(other)
+    stepper.switch(0)
+    stepper.go(3)
+    again = stepper.branch(other)
+    assert again == first and len(stepper.branches) == 2
+
+
+def test_a_branch_of_a_branch_keeps_the_earlier_forced_tokens(stepper):
+    stepper.go(1)
+    a = stepper.current.candidates[1].token_id
+    stepper.branch(a)
+    stepper.go(4)
+    b = stepper.current.candidates[2].token_id
+    stepper.branch(b)
+    assert stepper.branches[stepper.active].forced == {1: a, 4: b}
+    tokens = chosen(stepper)
+    assert tokens[1] == a and tokens[4] == b
+
+
+def test_switch_keeps_the_cursor_where_the_other_branch_has_it(stepper):
+    stepper.go(2)
+    stepper.branch(stepper.current.candidates[1].token_id)
+    stepper.go(7)
+    stepper.switch(0)
+    assert stepper.active == 0 and stepper.cursor == 7 and len(stepper.steps()) >= 8
+    stepper.switch(99)
+    assert stepper.active == 1
+
+
+def test_reset_drops_the_branches(stepper):
+    stepper.go(2)
+    stepper.branch(stepper.current.candidates[1].token_id)
+    stepper.reset()
+    assert len(stepper.branches) == 1 and stepper.active == 0 and stepper.cursor == 0 and len(stepper.steps()) == 1
+
+
+def test_reconfigure_to_sampling_replays_every_branch_under_the_new_config(stepper, llama):
+    stepper.go(2)
+    other = stepper.current.candidates[1].token_id
+    stepper.branch(other)
+    stepper.go(5)
+    sample = DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.8, seed=3)
+    stepper.reconfigure(sample)
+    assert stepper.config == sample and stepper.cursor == 5 and len(stepper.branches) == 2
+    # each branch equals a fresh decode under the new config with the same forced tokens
+    assert chosen(stepper, 1) == decode(llama, PROMPT, sample.replace(max_new_tokens=6), forced={2: other}).best.token_ids
+    stepper.switch(0)
+    expected = decode(llama, PROMPT, sample.replace(max_new_tokens=6)).best.token_ids
+    assert chosen(stepper, 0)[:6] == expected
+    # and the main line equals transformers' own sampling with that seed
+    torch.manual_seed(3)
+    ids = stepper.runner(0).prompt_ids
+    out = llama.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                               do_sample=True, temperature=0.8, top_k=0, max_new_tokens=6, min_new_tokens=6,
+                               pad_token_id=0)
+    assert expected == out[0, len(ids):].tolist()
+
+
+def test_reconfigure_with_the_same_config_replays_nothing(stepper):
+    stepper.go(3)
+    runner = stepper.runner()
+    stepper.reconfigure(GREEDY.replace())
+    assert stepper.runner() is runner
+
+
+def test_reconfigure_to_beam_keeps_one_line_and_branching_is_off(stepper):
+    stepper.go(2)
+    stepper.branch(stepper.current.candidates[1].token_id)
+    beam = DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=10)
+    stepper.reconfigure(beam)
+    assert len(stepper.branches) == 1 and stepper.active == 0 and not stepper.can_branch
+    before = len(stepper.branches)
+    assert stepper.branch(stepper.current.candidates[1].token_id) == 0 and len(stepper.branches) == before
+    assert len(stepper.current.chosen_ids) == 3               # one chosen token per running beam
+
+
+def test_viewing_a_recorded_trace_needs_no_model(llama):
+    trace = decode(llama, PROMPT, GREEDY.replace(max_new_tokens=4))
+    s = Stepper.viewing(trace)
+    assert s.lm is None and s.finished() and not s.can_branch
+    assert s.steps() == trace.steps and s.trace() is trace
+    moves = [s.next() for _ in range(5)]
+    assert moves == [True, True, True, False, False] and s.cursor == 3
+    assert s.branch(trace.steps[3].candidates[1].token_id) == 0
