@@ -15,7 +15,7 @@ from .config import FEEDBACK_STRATEGIES, DecodeConfig
 from .errors import ConfigError
 from .model import LoadedModel
 from .record import candidates_record, feedback_record, kv_record
-from .runner import Runner
+from .runner import Forward, Runner
 from .shaping import shape
 from .trace import FeedBack, Sequence, Step
 
@@ -46,16 +46,24 @@ class Decoder(Runner):
         """What the next step feeds the model: ("ids", [1, 1] tensor) or ("embeds", [1, 1, hidden])."""
         return self._next_input
 
+    @property
+    def context(self) -> torch.Tensor:
+        """[1, P + t] the prompt and the tokens chosen so far (the processors read it)."""
+        return torch.tensor([self.prompt_ids + self.generated])
+
     def _advance(self) -> Step:
-        lm, config = self.lm, self.config
-        index = len(self.steps)
-        context = torch.tensor([self.prompt_ids + self.generated])                # [1, P + t]
         if self._next_input is None:
-            fwd = self.forward(input_ids=context)
+            fwd = self.forward(input_ids=self.context)
         else:
             kind, value = self._next_input
             fwd = self.forward(**{"input_ids" if kind == "ids" else "inputs_embeds": value})
+        return self.choose_after(fwd)
 
+    def choose_after(self, fwd: Forward) -> Step:
+        """Shape, choose and record, given this step's forward pass (run here, or batched with other lanes)."""
+        lm, config = self.lm, self.config
+        index = len(self.steps)
+        context = self.context
         logits = fwd.logits[0]                                                    # [V]
         shaped = shape(self.processors, context, logits[None])[0]
         token, feedback, next_input = self._choose(shaped)

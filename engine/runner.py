@@ -83,8 +83,11 @@ class Runner:
         if self.finished:
             return None
         t0 = time.perf_counter()
-        step = self._advance()
-        step = dataclasses.replace(step, seconds=time.perf_counter() - t0)
+        return self.keep(self._advance(), time.perf_counter() - t0)
+
+    def keep(self, step: Step, seconds: float) -> Step:
+        """Add a recorded step, with the wall time it took."""
+        step = dataclasses.replace(step, seconds=seconds)
         self.steps.append(step)
         return step
 
