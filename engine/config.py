@@ -41,6 +41,18 @@ class DecodeConfig:
     def replace(self, **changes) -> "DecodeConfig":
         return dataclasses.replace(self, **changes)
 
+    def steps_key(self) -> tuple:
+        """The settings that decide which steps a decode takes, one step at a time; for one sequence,
+        the length is left out (a longer run takes the same first steps). Equal keys, equal steps."""
+        if self.strategy == "beam":
+            return dataclasses.astuple(self)     # the max length enters the beam scores' stopping test
+        key = (self.strategy, self.chat, self.top_n, self.repetition_penalty)
+        if self.strategy in WARPED_STRATEGIES:
+            key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
+        if self.strategy == "gumbel":
+            key += (self.tau, self.hard)
+        return key
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

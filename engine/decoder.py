@@ -17,6 +17,7 @@ from .model import LoadedModel
 from .record import candidates_record, feedback_record, kv_record
 from .runner import Forward, Runner
 from .shaping import shape
+from .tokens import encode_prompt
 from .trace import FeedBack, Sequence, Step
 
 
@@ -40,6 +41,8 @@ class Decoder(Runner):
         self.generated: list[int] = []
         self.logprobs: list[float] = []
         self._next_input: tuple | None = None   # ("ids", [1, 1]) or ("embeds", [1, 1, hidden])
+        self._inputs: list = []                 # per step: the input it fed (None at the prefill)
+        self._rng_states: list = []             # per step: the generator's state before its draw
 
     @property
     def next_input(self) -> tuple | None:
@@ -63,6 +66,8 @@ class Decoder(Runner):
         """Shape, choose and record, given this step's forward pass (run here, or batched with other lanes)."""
         lm, config = self.lm, self.config
         index = len(self.steps)
+        self._inputs.append(self._next_input)            # kept so a branch can start here (see fork)
+        self._rng_states.append(self.generator.get_state())
         context = self.context
         logits = fwd.logits[0]                                                    # [V]
         shaped = shape(self.processors, context, logits[None])[0]
@@ -104,6 +109,42 @@ class Decoder(Runner):
         feedback = feedback_record(lm, weights, vector)
         return int(weights.argmax()), feedback, ("embeds", vector[None, None])
 
+    def retarget(self, config: DecodeConfig) -> bool:
+        """Take new settings without replaying, when they cannot change the steps already taken (a
+        new length, or settings this strategy ignores). False when the steps must be replayed."""
+        if (config.strategy == "beam" or config.steps_key() != self.config.steps_key()
+                or config.max_new_tokens < len(self.steps)):
+            return False
+        config.validate(self.lm.facts.vocab_size)
+        encode_prompt(self.lm, self.prompt, config.chat, config.max_new_tokens)   # the context still fits
+        self.config = config
+        ended = bool(self.generated) and self.generated[-1] in self.lm.eos_token_ids
+        self.finished = ended or len(self.generated) >= config.max_new_tokens
+        return True
+
+    # ---- branches ------------------------------------------------------------------
+    def fork(self, at: int, token: int) -> "Decoder":
+        """A new decode that forces `token` at step `at` and shares everything before it.
+
+        Steps 0..at-1 are copied, and so are the KV cache rows they wrote and the generator's
+        state, so the branch starts with the one forward pass of step `at` instead of replaying
+        the prefix. Where the cache cannot be cut (sliding-window or other special caches), the
+        branch replays from the start instead; both give the same steps."""
+        forced = {k: v for k, v in self.forced.items() if k < at}
+        forced[at] = int(token)
+        child = Decoder(self.lm, self.prompt, self.config, forced=forced)
+        if not 0 < at < len(self.steps):
+            return child
+        past = prefix_cache(self._past, len(self.prompt_ids) + at - 1)
+        if past is None:
+            return child
+        child._past, child._prefill_s = past, self._prefill_s
+        child.steps, child.generated, child.logprobs = self.steps[:at], self.generated[:at], self.logprobs[:at]
+        child._inputs, child._rng_states = self._inputs[:at], self._rng_states[:at]
+        child._next_input = self._inputs[at]
+        child.generator.set_state(self._rng_states[at])
+        return child
+
     # ---- the trace's parts -------------------------------------------------------
     def _sequences(self) -> list[Sequence]:
         ids, cum = list(self.generated), sum(self.logprobs)
@@ -112,3 +153,16 @@ class Decoder(Runner):
 
     def _forced(self) -> dict:
         return dict(self.forced)
+
+
+def prefix_cache(past, rows: int):
+    """A copy of a transformers DynamicCache holding its first `rows` positions; None for any other
+    kind of cache (sliding windows, quantised or static caches cannot simply be cut)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    if type(past) is not DynamicCache or not all(type(layer) is DynamicLayer for layer in past.layers):
+        return None
+    copy = DynamicCache()
+    for index, layer in enumerate(past.layers):
+        copy.update(layer.keys[..., :rows, :].clone(), layer.values[..., :rows, :].clone(), index)
+    return copy

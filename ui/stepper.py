@@ -3,7 +3,9 @@
 No Streamlit here: a Stepper lives in st.session_state and the page calls its methods.
 Each branch is a `forced` dict (step -> token id); its Decoder keeps the KV cache, so
 Next on the newest step is exactly one forward pass. Going Back only moves the cursor.
-When the strategy changes, the branches are kept and replayed under the new config
+A new branch starts from its parent's state at the branch step (KV cache, generator), so it
+costs one forward pass. When the settings change, the branches are kept; each is replayed
+under the new config only when the new settings could change the steps it has taken
 (a branch is reproducible from config + forced).
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine import DecodeConfig, LoadedModel, Trace, make_runner
+from engine.decoder import Decoder
 from engine.runner import Runner
 
 
@@ -114,8 +117,9 @@ class Stepper:
         if config.strategy == "beam":
             self.branches = [Branch(forced={})]
             self.active = 0
-        for branch in self.branches:
-            branch.runner = None
+        for branch in self.branches:     # a runner whose steps cannot change keeps them (no replay)
+            if not (isinstance(branch.runner, Decoder) and branch.runner.retarget(config)):
+                branch.runner = None
         self.ensure(self.cursor + 1)
         self.cursor = min(self.cursor, len(self.steps()) - 1)
 
@@ -134,8 +138,10 @@ class Stepper:
             if existing.forced == forced:
                 self.active = i
                 break
-        else:
-            self.branches.append(Branch(forced=forced))
+        else:     # the new branch starts from the parent's state at this step: no replay of the prefix
+            parent = self.branches[self.active].runner
+            runner = parent.fork(at, token_id) if isinstance(parent, Decoder) else None
+            self.branches.append(Branch(forced=forced, runner=runner))
             self.active = len(self.branches) - 1
         self.ensure(at + 1)
         self.cursor = at

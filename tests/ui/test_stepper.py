@@ -197,3 +197,50 @@ def test_viewing_a_recorded_trace_needs_no_model(llama):
     moves = [s.next() for _ in range(5)]
     assert moves == [True, True, True, False, False] and s.cursor == 3
     assert s.branch(trace.steps[3].candidates[1].token_id) == 0
+
+
+@pytest.mark.parametrize("config", [GREEDY, DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.9, seed=4),
+                                    DecodeConfig(strategy="soft", max_new_tokens=10)])
+def test_a_branch_costs_one_forward_pass_and_equals_a_fresh_decode(llama, config):
+    s = Stepper(llama, PROMPT, config)
+    s.go(7)
+    s.go(4)
+    other = s.current.candidates[1].token_id
+    count = ForwardCount(llama.model)
+    try:
+        s.branch(other)
+        assert count.calls == 1                              # step 4 itself; steps 0-3 are shared, not replayed
+    finally:
+        count.close()
+    s.go(9)
+    fresh = decode(llama, PROMPT, config, forced={4: other})
+    assert chosen(s) == fresh.best.token_ids
+    for mine, ref in zip(s.steps(), fresh.steps):
+        assert [c.prob for c in mine.candidates] == pytest.approx([c.prob for c in ref.candidates], abs=1e-6)
+
+
+def test_a_longer_run_or_an_ignored_setting_does_not_replay(stepper, llama):
+    stepper.go(5)
+    before = chosen(stepper)
+    count = ForwardCount(llama.model)
+    try:
+        stepper.reconfigure(GREEDY.replace(max_new_tokens=20))            # only the length
+        stepper.reconfigure(GREEDY.replace(max_new_tokens=20, temperature=0.5, top_k=3))   # greedy ignores these
+        assert count.calls == 0
+        stepper.go(12)
+        assert count.calls == 7                                         # steps 6-12, each once
+    finally:
+        count.close()
+    assert chosen(stepper)[:6] == before
+    assert chosen(stepper) == generate_greedy(llama, stepper.runner().prompt_ids, 13)
+
+
+def test_a_setting_that_changes_the_steps_replays_them(stepper, llama):
+    stepper.go(3)
+    count = ForwardCount(llama.model)
+    try:
+        stepper.reconfigure(GREEDY.replace(top_n=5))
+        assert count.calls == 4                                         # the records change: steps 0-3 again
+    finally:
+        count.close()
+    assert all(len(s.candidates) <= 6 for s in stepper.steps())
