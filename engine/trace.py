@@ -200,7 +200,8 @@ class Trace:
 # ---- limits on one file ------------------------------------------------------------
 MAX_DEPTH = 20                  # a real trace nests 7 deep (findings -> sequences -> loop -> token_ids)
 MAX_CONTAINERS = 500_000        # JSON objects and arrays; a 20 MB trace of real steps holds about 150,000
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ESCAPE = re.compile(r"\\.", re.DOTALL)       # each pattern repeats one character class only, so
+_STRING = re.compile(r'"[^"]*"')                # the regex engine keeps no state per character
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -212,7 +213,7 @@ def _check_size(size: int) -> None:
 def _check_structure(text: str) -> None:
     """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
     recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))      # string contents may hold brackets
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))   # text may hold brackets, quotes
     if len(brackets) > 2 * MAX_CONTAINERS:
         raise TraceFormatError(f"trace holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
     depth = deepest = 0

@@ -54,7 +54,7 @@ class _Checker:
     def run(self) -> None:
         self.facts()
         for i, token_id in enumerate(self.trace.prompt_token_ids):
-            self.token(token_id, f"prompt token {i}")
+            self.token(token_id, f"prompt token {i}", "id")
         self.steps()
         self.nodes()
         self.sequences()
@@ -86,9 +86,9 @@ class _Checker:
     def steps(self) -> None:
         steps, config = self.trace.steps, self.config
         if not steps:
-            _fail("the trace has no steps")
+            _fail("it has no steps")
         if len(steps) > config.max_new_tokens:
-            _fail(f"the trace has {len(steps):,} steps but its max_new_tokens is {config.max_new_tokens:,}")
+            _fail(f"it has {len(steps):,} steps but its max_new_tokens is {config.max_new_tokens:,}")
         most_candidates = config.top_n + 1          # the top-N, plus the chosen token when ranked below them
         most_chosen = config.num_beams if self.beam else 1
         for i, step in enumerate(steps):
@@ -208,14 +208,14 @@ class _Checker:
     def sequences(self) -> None:
         trace = self.trace
         if not trace.sequences:
-            _fail("the trace has no sequences")
+            _fail("it has no sequences")
         most = max(self.config.num_beams, 1) if self.beam else 1
         if len(trace.sequences) > most:
-            _fail(f"the trace has {len(trace.sequences)} sequences; {self.config.strategy} returns at most {most}")
+            _fail(f"it has {len(trace.sequences)} sequences; {self.config.strategy} returns at most {most}")
         for k, seq in enumerate(trace.sequences):
             where = f"sequence {k}"
             for i, token_id in enumerate(seq.token_ids):
-                self.token(token_id, f"{where}, token {i}")
+                self.token(token_id, f"{where}, token {i}", "id")
             _logprob(seq.cum_logprob, where, "cum_logprob")
             if trace.nodes and seq.node_id is not None:
                 path = self.path(seq.node_id, where)
