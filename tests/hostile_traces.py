@@ -132,3 +132,49 @@ def accepted(greedy, beam) -> list:
         data["findings"] = {"note": MARKUP}
         cases.append(Case(name, _dump(data)))
     return cases
+
+
+# ---- random damage, for the property tests ------------------------------------------------
+OTHER_VALUES = [None, True, False, "", "text", "![x](" + PIXEL + "-prop.png)", 0, -1, 1.5, -0.5, 2**63, 10**30,
+                1e300, [], [0], {}, {"a": 1}]
+SCALES = [-1, 0, 2, 1000, 10**9, 1e300, -1e300, 1e-300]
+
+
+def paths(value, prefix=()) -> list:
+    """Every place in a JSON value: a tuple of keys and indices."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            out += paths(inner, prefix + (key,))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            out += paths(inner, prefix + (i,))
+    return out
+
+
+def mutate(data, path: tuple, op: str, other, scale):
+    """Damage one place of `data` (a deep copy is made): delete it, duplicate it, give it another type,
+    or scale it when it is a number. Returns the damaged copy."""
+    data = copy.deepcopy(data)
+    if not path:
+        return other if op == "retype" else data
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    last = path[-1]
+    value = parent[last]
+    if op == "delete":
+        del parent[last]
+    elif op == "duplicate":
+        if isinstance(parent, list):
+            parent.insert(last, copy.deepcopy(value))
+        else:                                  # a field takes a sibling's value
+            siblings = [k for k in parent if k != last]
+            if siblings:
+                parent[last] = copy.deepcopy(parent[siblings[hash(last) % len(siblings)]])
+    elif op == "retype":
+        parent[last] = other
+    elif op == "scale" and isinstance(value, int | float) and not isinstance(value, bool):
+        scaled = value * scale
+        parent[last] = int(scaled) if isinstance(value, int) and isinstance(scale, int) else scaled
+    return data
