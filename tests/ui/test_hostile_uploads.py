@@ -7,6 +7,7 @@ that renders Markdown or HTML holds that markup unescaped.
 """
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -117,3 +118,54 @@ def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, pag
         at = open_page(folder, page)
         upload(at, page, "markup-greedy.json", accepted[0].payload)
         assert not at.exception and len(at.error) == 1 and "greedy" in at.error[0].value
+
+
+# ---- property: damaged real traces on the pages themselves ------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine import Trace, TraceFormatError  # noqa: E402
+
+
+@st.composite
+def damaged(draw, bases):
+    data = draw(st.sampled_from(bases))
+    for _ in range(draw(st.integers(1, 2))):
+        data = hostile_traces.mutate(data, draw(st.sampled_from(hostile_traces.paths(data))),
+                                     draw(st.sampled_from(["delete", "duplicate", "retype", "scale"])),
+                                     draw(st.sampled_from(hostile_traces.OTHER_VALUES)),
+                                     draw(st.sampled_from(hostile_traces.SCALES)))
+    return data
+
+
+@pytest.mark.parametrize("page", list(UPLOADERS))
+def test_damaged_traces_are_refused_with_a_message_or_shown(tiny_llama_folder, page):
+    """One page session takes file after file, as a user would; each is refused with one message
+    (the live result stays) or shown without an exception."""
+    lm, folder = tiny_llama_folder
+    bases = [decode(lm, PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=4)).to_dict(),
+             decode(lm, PROMPT, DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3)).to_dict()]
+    at = open_page(folder, page)
+    live = on_screen(at)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @given(data=damaged(bases))
+    def check(data):
+        payload = json.dumps(data).encode()
+        try:
+            trace = Trace.from_json(payload)
+        except TraceFormatError:
+            trace = None
+        upload(at, page, "damaged.json", payload)
+        assert not at.exception, [e.value for e in at.exception]
+        errors = [e.value for e in at.error]
+        if trace is None:
+            assert len(errors) == 1 and "trace" in errors[0], errors
+            assert on_screen(at) == live
+        elif page == "beam_tree" and not trace.nodes:
+            assert len(errors) == 1, errors        # "this trace has no beam tree"
+        else:
+            assert not errors, errors
+        assert not unescaped_markup(at)
+
+    check()
