@@ -138,7 +138,7 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
         assert "<img" in main, (name, case.name)          # the markup shows as text
         success = page.locator("[data-testid='stAlertContentSuccess']").all_inner_texts()
         assert any(hostile_traces.MARKUP in text for text in success), success     # the model name, as written
-        assert page.locator("a[href*='127.0.0.1:9'], a[href^='javascript']").count() == 0   # no link made of it
+        assert page.locator("a[href^='javascript']").count() == 0       # [link](javascript:...) stays text
         assert page.locator("[data-testid='stMain'] img[src*='pixel'], [data-testid='stSidebar'] img[src*='pixel']"
                             ).count() == 0
 
