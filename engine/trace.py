@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from .config import DecodeConfig
 from .errors import ConfigError, TraceFormatError
 
 SCHEMA = "decodescope.trace/1"
-MAX_TRACE_BYTES = 20 * 1024 * 1024
+MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
 
 
 @dataclass(frozen=True)
@@ -151,15 +152,19 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
+        """Read a trace file, checking all of it (shape, types, consistency) before anyone uses it.
+
+        Raises TraceFormatError with one sentence naming the first problem. The size, nesting
+        and container limits bound the memory and time one file can cost."""
         if isinstance(text, bytes | bytearray):
-            if len(text) > MAX_TRACE_BYTES:
-                raise TraceFormatError(f"trace is {len(text) / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES // 2**20} MB")
+            _check_size(len(text))
             try:
                 text = text.decode("utf-8")
             except UnicodeDecodeError:
                 raise TraceFormatError("trace is not UTF-8 text; expected a DecodeScope JSON trace") from None
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_TRACE_BYTES:
-            raise TraceFormatError(f"trace is larger than the {MAX_TRACE_BYTES // 2**20} MB limit")
+        else:
+            _check_size(len(text.encode("utf-8", "surrogatepass")))
+        _check_structure(text)
         try:
             data = json.loads(text, parse_constant=_reject_constant)
         except (json.JSONDecodeError, ValueError) as exc:
@@ -176,15 +181,51 @@ class Trace:
         try:
             version = int(schema.rsplit("/", 1)[1])
         except ValueError:
-            raise TraceFormatError(f"unreadable schema '{schema}'") from None
+            raise TraceFormatError(f"unreadable schema '{schema[:80]}'") from None
         if version > 1:
-            raise TraceFormatError(f"trace schema '{schema}' is newer than this DecodeScope reads ({SCHEMA}); update DecodeScope")
+            raise TraceFormatError(f"trace schema '{schema[:80]}' is newer than this DecodeScope reads ({SCHEMA}); "
+                                   "update DecodeScope")
         try:
-            return _build_trace(data)
+            trace = _build_trace(data)
         except ConfigError as exc:
             raise TraceFormatError(f"trace config is invalid: {exc}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise TraceFormatError(f"trace has the wrong shape ({type(exc).__name__}: {exc})") from None
+            raise TraceFormatError(f"trace has the wrong shape: {_reason(exc)}") from None
+        from .trace_check import check
+
+        check(trace)
+        return trace
+
+
+# ---- limits on one file ------------------------------------------------------------
+MAX_DEPTH = 20                  # a real trace nests 7 deep (findings -> sequences -> loop -> token_ids)
+MAX_CONTAINERS = 500_000        # JSON objects and arrays; a 20 MB trace of real steps holds about 150,000
+_ESCAPE = re.compile(r"\\.", re.DOTALL)       # each pattern repeats one character class only, so
+_STRING = re.compile(r'"[^"]*"')                # the regex engine keeps no state per character
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_TRACE_BYTES:
+        raise TraceFormatError(f"trace is {size / 1e6:,.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:g} MB")
+
+
+def _check_structure(text: str) -> None:
+    """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
+    recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))   # text may hold brackets, quotes
+    if len(brackets) > 2 * MAX_CONTAINERS:
+        raise TraceFormatError(f"trace holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
+    depth = deepest = 0
+    for char in brackets:
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    raise TraceFormatError(f"trace is nested more than {MAX_DEPTH} levels deep")
+        else:
+            depth -= 1
 
 
 def _reject_constant(name):
@@ -202,102 +243,224 @@ def _finite(value):
     return value
 
 
+class _Where(ValueError):
+    """A shape error and the place it was found, outermost first: step 3, candidate 2, text."""
+
+    def __init__(self, places: list, reason: str):
+        super().__init__(reason)
+        self.places, self.reason = places, reason
+
+    def __str__(self) -> str:
+        return ", ".join(self.places) + ": " + self.reason
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, _Where):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"the field {exc.args[0]!r} is missing"
+    return str(exc)
+
+
+def _located(place: str, exc: Exception) -> _Where:
+    if isinstance(exc, _Where):
+        return _Where([place, *exc.places], exc.reason)
+    return _Where([place], _reason(exc))
+
+
+_REQUIRED = object()
+
+
+def _field(d, key: str, read, default=_REQUIRED):
+    """read(d[key]), naming the field in any error; `default` (a JSON value) when the field is absent."""
+    if not isinstance(d, dict):
+        raise TypeError(f"expected an object, got {_kind(d)}")
+    if key not in d:
+        if default is _REQUIRED:
+            raise KeyError(key)
+        value = default
+    else:
+        value = d[key]
+    try:
+        return read(value)
+    except ConfigError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _located(key, exc) from None
+
+
+def _each(d, key: str, read, label: str | None = None, default=_REQUIRED) -> list:
+    """[read(x) for x in d[key]], naming the item in any error: 'candidate 2' (label given) or 'chosen_ids[2]'."""
+    def items(values):
+        out = []
+        for i, value in enumerate(_list(values)):
+            try:
+                out.append(read(value))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise _located(f"{label} {i}" if label else f"{key}[{i}]", exc) from None
+        return out
+
+    try:
+        return _field(d, key, items, default)
+    except _Where as exc:           # the item names itself; the list's key would only repeat it
+        if exc.places[0] == key and len(exc.places) > 1:
+            raise _Where(exc.places[1:], exc.reason) from None
+        raise
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
 def _num(value) -> float:
+    """A finite number; null stands for -inf (a cut token's logprob)."""
     if value is None:
         return float("-inf")
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {type(value).__name__}")
-    return float(value)
+        raise TypeError(f"expected a number, got {_kind(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value}")
+    return value
 
 
 def _int(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, got {value!r}")
+        raise TypeError(f"expected a whole number, got {_short(value)}")
+    return value
+
+
+def _bool(value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {_short(value)}")
     return value
 
 
 def _str(value) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"expected text, got {type(value).__name__}")
+        raise TypeError(f"expected text, got {_kind(value)}")
+    _utf8(value)
     return value
+
+
+def _utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate (\\ud800) parses, but cannot be shown or saved
+        raise ValueError("text holds an unpaired surrogate, which is not a character") from None
+
+
+def _short(value) -> str:
+    text = repr(value) if not isinstance(value, dict | list) else _kind(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _list(value) -> list:
     if not isinstance(value, list):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
+        raise TypeError(f"expected a list, got {_kind(value)}")
     return value
 
 
 def _candidate(d) -> Candidate:
-    return Candidate(token_id=_int(d["token_id"]), text=_str(d["text"]), logit=_num(d["logit"]),
-                     prob=_num(d["prob"]), logprob=_num(d["logprob"]), rank=_int(d["rank"]),
-                     shaped_prob=_num(d["shaped_prob"]), kept=bool(d["kept"]))
+    return Candidate(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str),
+                     logit=_field(d, "logit", _num), prob=_field(d, "prob", _num),
+                     logprob=_field(d, "logprob", _num), rank=_field(d, "rank", _int),
+                     shaped_prob=_field(d, "shaped_prob", _num), kept=_field(d, "kept", _bool))
 
 
 def _neighbour(d) -> Neighbour:
-    return Neighbour(token_id=_int(d["token_id"]), text=_str(d["text"]), value=_num(d["value"]))
+    return Neighbour(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str), value=_field(d, "value", _num))
 
 
 def _feedback(d) -> FeedBack | None:
     if d is None:
         return None
-    return FeedBack(nearest=[_neighbour(x) for x in _list(d["nearest"])], nearest_cosine=_num(d["nearest_cosine"]),
-                    weights=[_neighbour(x) for x in _list(d["weights"])], argmax_id=_int(d["argmax_id"]),
-                    argmax_text=_str(d["argmax_text"]), entropy=_num(d["entropy"]), norm=_num(d["norm"]),
-                    nearest_norm=_num(d["nearest_norm"]))
+    return FeedBack(nearest=_each(d, "nearest", _neighbour, "nearest"),
+                    nearest_cosine=_field(d, "nearest_cosine", _num),
+                    weights=_each(d, "weights", _neighbour, "weight"), argmax_id=_field(d, "argmax_id", _int),
+                    argmax_text=_field(d, "argmax_text", _str), entropy=_field(d, "entropy", _num),
+                    norm=_field(d, "norm", _num), nearest_norm=_field(d, "nearest_norm", _num))
 
 
 def _kv(d) -> KVStep | None:
     if d is None:
         return None
-    return KVStep(rows=_int(d["rows"]), bytes=_int(d["bytes"]), rows_appended=_int(d["rows_appended"]),
-                  rows_copied=_int(d["rows_copied"]), paged_rows=_int(d["paged_rows"]),
-                  paged_blocks=_int(d["paged_blocks"]), paged_bytes=_int(d["paged_bytes"]),
-                  beam_rows=[_int(x) for x in _list(d["beam_rows"])])
+    return KVStep(rows=_field(d, "rows", _int), bytes=_field(d, "bytes", _int),
+                  rows_appended=_field(d, "rows_appended", _int), rows_copied=_field(d, "rows_copied", _int),
+                  paged_rows=_field(d, "paged_rows", _int), paged_blocks=_field(d, "paged_blocks", _int),
+                  paged_bytes=_field(d, "paged_bytes", _int), beam_rows=_each(d, "beam_rows", _int))
 
 
 def _step(d) -> Step:
-    return Step(index=_int(d["index"]), candidates=[_candidate(c) for c in _list(d["candidates"])],
-                entropy=_num(d["entropy"]), shaped_entropy=_num(d["shaped_entropy"]),
-                removed_mass=_num(d["removed_mass"]), kept_count=_int(d["kept_count"]),
-                chosen_ids=[_int(x) for x in _list(d["chosen_ids"])],
-                chosen_texts=[_str(x) for x in _list(d["chosen_texts"])],
-                feedback=_feedback(d.get("feedback")), kv=_kv(d.get("kv")),
-                beam_node_ids=[_int(x) for x in _list(d.get("beam_node_ids", []))],
-                seconds=_num(d.get("seconds", 0.0)))
+    return Step(index=_field(d, "index", _int), candidates=_each(d, "candidates", _candidate, "candidate"),
+                entropy=_field(d, "entropy", _num), shaped_entropy=_field(d, "shaped_entropy", _num),
+                removed_mass=_field(d, "removed_mass", _num), kept_count=_field(d, "kept_count", _int),
+                chosen_ids=_each(d, "chosen_ids", _int),
+                chosen_texts=_each(d, "chosen_texts", _str),
+                feedback=_field(d, "feedback", _feedback, None), kv=_field(d, "kv", _kv, None),
+                beam_node_ids=_each(d, "beam_node_ids", _int, default=[]),
+                seconds=_field(d, "seconds", _num, 0.0))
 
 
 def _node(d) -> Node:
-    parent = d["parent"]
-    return Node(id=_int(d["id"]), parent=None if parent is None else _int(parent), step=_int(d["step"]),
-                token_id=_int(d["token_id"]), text=_str(d["text"]), logprob=_num(d["logprob"]),
-                cum_logprob=_num(d["cum_logprob"]), score=_num(d["score"]), length=_int(d["length"]),
-                status=_str(d["status"]), beam=_int(d["beam"]), rank=_int(d["rank"]))
+    return Node(id=_field(d, "id", _int), parent=_field(d, "parent", _optional_int), step=_field(d, "step", _int),
+                token_id=_field(d, "token_id", _int), text=_field(d, "text", _str),
+                logprob=_field(d, "logprob", _num), cum_logprob=_field(d, "cum_logprob", _num),
+                score=_field(d, "score", _num), length=_field(d, "length", _int),
+                status=_field(d, "status", _str), beam=_field(d, "beam", _int), rank=_field(d, "rank", _int))
 
 
 def _sequence(d) -> Sequence:
-    node_id = d.get("node_id")
-    return Sequence(token_ids=[_int(x) for x in _list(d["token_ids"])], text=_str(d["text"]),
-                    cum_logprob=_num(d["cum_logprob"]), score=_num(d["score"]),
-                    node_id=None if node_id is None else _int(node_id))
+    return Sequence(token_ids=_each(d, "token_ids", _int), text=_field(d, "text", _str),
+                    cum_logprob=_field(d, "cum_logprob", _num), score=_field(d, "score", _num),
+                    node_id=_field(d, "node_id", _optional_int, None))
+
+
+def _optional_int(value) -> int | None:
+    return None if value is None else _int(value)
 
 
 def _plain_dict(value) -> dict:
+    """A free-form object (facts, versions, timings, findings): any JSON whose numbers are finite
+    and whose text is real Unicode, so it can be shown and saved again."""
     if not isinstance(value, dict):
-        raise TypeError(f"expected an object, got {type(value).__name__}")
+        raise TypeError(f"expected an object, got {_kind(value)}")
+    stack = [value]
+    while stack:                     # nesting is bounded by MAX_DEPTH before parsing
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                _utf8(key)
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            _utf8(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"expected finite numbers, got {item}")
     return value
 
 
+def _forced(value) -> dict:
+    out = {}
+    for key, token_id in _plain_dict(value).items():
+        try:
+            step = int(key)
+        except ValueError:
+            raise ValueError(f"a forced step must be a whole number, got {_short(key)}") from None
+        out[step] = _field(value, key, _int)
+    return out
+
+
 def _build_trace(d: dict) -> Trace:
-    config = DecodeConfig.from_dict(_plain_dict(d["config"])).validate()   # replaying it must not fail later
-    steps = [_step(s) for s in _list(d["steps"])]
-    sequences = [_sequence(s) for s in _list(d["sequences"])]
-    if not sequences:
-        raise ValueError("a trace needs at least one sequence")
-    return Trace(model=_str(d["model"]), prompt=_str(d["prompt"]),
-                 prompt_token_ids=[_int(x) for x in _list(d["prompt_token_ids"])], config=config,
-                 steps=steps, sequences=sequences, nodes=[_node(n) for n in _list(d.get("nodes", []))],
-                 model_facts=_plain_dict(d.get("model_facts", {})), versions=_plain_dict(d.get("versions", {})),
-                 timings=_plain_dict(d.get("timings", {})),
-                 forced={int(k): _int(v) for k, v in _plain_dict(d.get("forced", {})).items()},
-                 findings=_plain_dict(d.get("findings", {})), schema=_str(d["schema"]))
+    # replaying the config must not fail later
+    config = _field(d, "config", lambda c: DecodeConfig.from_dict(_plain_dict(c)).validate())
+    return Trace(model=_field(d, "model", _str), prompt=_field(d, "prompt", _str),
+                 prompt_token_ids=_each(d, "prompt_token_ids", _int), config=config,
+                 steps=_each(d, "steps", _step, "step"), sequences=_each(d, "sequences", _sequence, "sequence"),
+                 nodes=_each(d, "nodes", _node, "node", default=[]),
+                 model_facts=_field(d, "model_facts", _plain_dict, {}),
+                 versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
+                 forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),
+                 schema=_field(d, "schema", _str))

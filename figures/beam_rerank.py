@@ -64,6 +64,9 @@ def _replay(trace, length_penalty: float):
         by_step.setdefault(node.step, []).append(node)
     done: list = []              # (score, node id), best first, at most `beams`
     can_improve = True
+    nodes_at: dict = {}          # step -> its nodes, grouped once (a scan per step is quadratic in a long search)
+    for node in trace.nodes:
+        nodes_at.setdefault(node.step, []).append(node)
     for step in trace.steps:
         t = step.index
         full = len(done) >= beams
@@ -72,7 +75,7 @@ def _replay(trace, length_penalty: float):
                 done.append((score(node.cum_logprob, node.length, length_penalty), node.id))
             done.sort(key=lambda item: -item[0])
             done = done[:beams]
-        step_nodes = [n for n in trace.nodes if n.step == t]
+        step_nodes = nodes_at.get(t, [])
         kept = [n for n in step_nodes if n.status == "kept"]
         if kept and len(done) >= beams:
             best = min(kept, key=lambda n: n.rank)      # the best running beam
@@ -85,8 +88,9 @@ def _replay(trace, length_penalty: float):
     return [node_id for _, node_id in done], None
 
 
-def path_text(trace, node_id: int) -> str:
-    by_id = {n.id: n for n in trace.nodes}
+def path_text(trace, node_id: int, by_id: dict | None = None) -> str:
+    """The generated text from the root to node_id. by_id: the nodes by id, when the caller has it."""
+    by_id = by_id if by_id is not None else {n.id: n for n in trace.nodes}
     parts, node = [], by_id.get(node_id)
     while node is not None and node.parent is not None:
         parts.append(node.text)
@@ -101,10 +105,11 @@ def rerank(trace, length_penalty: float) -> Rerank:
     last = trace.steps[-1].index if trace.steps else 0
     recorded_stop = last if recorded_stop is None else recorded_stop
     hyps = []
+    by_id = {n.id: n for n in trace.nodes}
     for node in hypotheses_nodes(trace):
         if node.step > recorded_stop:
             continue
-        hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id), length=node.length,
+        hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id, by_id), length=node.length,
                                cum_logprob=node.cum_logprob, score=score(node.cum_logprob, node.length, length_penalty),
                                in_set=node.id in new_set, recorded_in_set=node.id in recorded_set))
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))

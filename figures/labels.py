@@ -31,9 +31,13 @@ def for_html(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>&~])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>&~:])")
 
 
 def for_markdown(text: str) -> str:
-    """Safe inside st.markdown / captions: every Markdown and HTML special character escaped."""
+    """Safe inside st.markdown / captions: every Markdown and HTML special character escaped.
+
+    ':' too, for Streamlit's :emoji: and :material/icon: codes. A bare http://... still becomes
+    a clickable link (Streamlit links addresses after escapes are read), but it shows as
+    written and nothing is fetched."""
     return _MD_SPECIAL.sub(r"\\\1", text)

@@ -34,7 +34,7 @@ chosen = st.multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=
                         help=t("compare.lanes_help"))
 with st.expander(t("compare.lane_settings")):
     cols = st.columns(4)
-    top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=max(1, url_value("cmp_top_k", 40, int)))
+    top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=url_number("cmp_top_k", 40, 1, 1000))
     top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
                            value=url_number("cmp_top_p", 0.9, 0.05, 1.0))
     temperature = cols[2].slider(t("step.temperature"), 0.1, 3.0, step=0.1, key="cmp_temperature",

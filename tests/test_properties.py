@@ -203,22 +203,49 @@ token_text = st.one_of(
                      "<|im_start|>", '"quoted"', "\\u0000", "\x00", "\ud7ff", "\U0010ffff"]),
 )
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
-logprob = st.one_of(finite, st.just(float("-inf")))
-ident = st.integers(min_value=0, max_value=2**40)
+share = st.floats(min_value=0.0, max_value=1.0)                       # probabilities and masses
+logprob = st.one_of(st.floats(max_value=0.0, allow_nan=False, allow_infinity=False), st.just(float("-inf")))
+count = st.integers(min_value=0, max_value=2**40)
 
 
 @st.composite
 def traces(draw):
-    def candidate(rank):
-        return Candidate(token_id=draw(ident), text=draw(token_text), logit=draw(logprob), prob=draw(finite),
-                         logprob=draw(logprob), rank=rank, shaped_prob=draw(finite), kept=draw(st.booleans()))
+    """Whole traces, consistent as the reader demands (see engine/trace_check.py), with arbitrary
+    token texts and numbers: a decode (one sequence = the chosen tokens) or a beam search (a tree)."""
+    vocab = draw(st.integers(min_value=1, max_value=2**31 - 1))
+    ident = st.integers(min_value=0, max_value=vocab - 1)
+    beam = draw(st.booleans())
+    num_beams = draw(st.integers(1, 8)) if beam else 1
+    n_steps = draw(st.integers(1, 3))
+    top_n = draw(st.integers(1, 4))
+
+    def candidates():
+        ids = draw(st.lists(ident, min_size=1, max_size=min(top_n + 1, vocab), unique=True))
+        return [Candidate(token_id=i, text=draw(token_text), logit=draw(logprob), prob=draw(share),
+                          logprob=draw(logprob), rank=r + 1 if r + 1 <= vocab else vocab, shaped_prob=draw(share),
+                          kept=draw(st.booleans())) for r, i in enumerate(ids)]
 
     def neighbours():
         return [Neighbour(token_id=draw(ident), text=draw(token_text), value=draw(finite))
                 for _ in range(draw(st.integers(0, 3)))]
 
+    # the beam tree: a root, then 1..2*num_beams continuations per step of nodes one step earlier
+    nodes, by_step = [], {-1: [0]}
+    if beam:
+        nodes.append(Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum_logprob=0.0, score=0.0,
+                          length=0, status="root", beam=0, rank=0))
+        for t in range(n_steps):
+            for _ in range(draw(st.integers(1, 2 * num_beams))):
+                node = Node(id=len(nodes), parent=draw(st.sampled_from(by_step[t - 1])), step=t,
+                            token_id=draw(ident), text=draw(token_text), logprob=draw(logprob),
+                            cum_logprob=draw(logprob), score=draw(logprob), length=t + 1,
+                            status=draw(st.sampled_from(["kept", "pruned", "finished"])),
+                            beam=draw(st.integers(0, num_beams - 1)), rank=draw(st.integers(1, 2 * num_beams)))
+                nodes.append(node)
+                by_step.setdefault(t, []).append(node.id)
+
     steps = []
-    for index in range(draw(st.integers(0, 3))):
+    for index in range(n_steps):
         feedback = None
         if draw(st.booleans()):
             feedback = FeedBack(nearest=neighbours(), nearest_cosine=draw(finite), weights=neighbours(),
@@ -226,37 +253,43 @@ def traces(draw):
                                 norm=draw(finite), nearest_norm=draw(finite))
         kv = None
         if draw(st.booleans()):
-            kv = KVStep(rows=draw(ident), bytes=draw(ident), rows_appended=draw(ident), rows_copied=draw(ident),
-                        paged_rows=draw(ident), paged_blocks=draw(ident), paged_bytes=draw(ident),
-                        beam_rows=draw(st.lists(ident, max_size=3)))
-        texts = draw(st.lists(token_text, min_size=1, max_size=3))
-        steps.append(Step(index=index, candidates=[candidate(r + 1) for r in range(draw(st.integers(0, 3)))],
-                          entropy=draw(finite), shaped_entropy=draw(finite), removed_mass=draw(finite),
-                          kept_count=draw(ident), chosen_ids=[draw(ident) for _ in texts], chosen_texts=texts,
-                          feedback=feedback, kv=kv, beam_node_ids=draw(st.lists(ident, max_size=3)),
-                          seconds=draw(finite)))
-    nodes = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum_logprob=0.0, score=0.0,
-                  length=0, status="root", beam=0, rank=0)]
-    for i in range(1, draw(st.integers(1, 5))):
-        nodes.append(Node(id=i, parent=draw(st.integers(0, i - 1)), step=draw(st.integers(0, 3)),
-                          token_id=draw(ident), text=draw(token_text), logprob=draw(logprob),
-                          cum_logprob=draw(logprob), score=draw(logprob), length=draw(st.integers(1, 4)),
-                          status=draw(st.sampled_from(["kept", "pruned", "finished"])), beam=draw(st.integers(0, 3)),
-                          rank=draw(st.integers(1, 8))))
-    sequences = [Sequence(token_ids=draw(st.lists(ident, max_size=4)), text=draw(token_text),
-                          cum_logprob=draw(logprob), score=draw(logprob),
-                          node_id=draw(st.one_of(st.none(), st.integers(0, len(nodes) - 1))))
-                 for _ in range(draw(st.integers(1, 3)))]
-    config = DecodeConfig(strategy=draw(st.sampled_from(["greedy", "sample", "beam", "soft", "gumbel"])),
+            kv = KVStep(rows=draw(count), bytes=draw(count), rows_appended=draw(count), rows_copied=draw(count),
+                        paged_rows=draw(count), paged_blocks=draw(count), paged_bytes=draw(count),
+                        beam_rows=draw(st.lists(count, max_size=num_beams)))
+        texts = draw(st.lists(token_text, min_size=1, max_size=num_beams))
+        running = draw(st.lists(st.sampled_from(by_step[index]), max_size=num_beams)) if beam else []
+        steps.append(Step(index=index, candidates=candidates(), entropy=draw(st.floats(0, 20)),
+                          shaped_entropy=draw(st.floats(0, 20)), removed_mass=draw(share),
+                          kept_count=draw(st.integers(0, vocab)), chosen_ids=[draw(ident) for _ in texts],
+                          chosen_texts=texts, feedback=feedback, kv=kv, beam_node_ids=running,
+                          seconds=draw(st.floats(0, 1e6))))
+
+    def path(node_id):
+        by_id = {n.id: n for n in nodes}
+        out, node = [], by_id[node_id]
+        while node.parent is not None:
+            out.append(node.token_id)
+            node = by_id[node.parent]
+        return out[::-1]
+
+    if beam:
+        leaves = draw(st.lists(st.sampled_from(range(1, len(nodes))), min_size=1, max_size=num_beams))
+        sequences = [Sequence(token_ids=path(leaf), text=draw(token_text), cum_logprob=draw(logprob),
+                              score=draw(logprob), node_id=leaf) for leaf in leaves]
+    else:
+        sequences = [Sequence(token_ids=[s.chosen_ids[0] for s in steps], text=draw(token_text),
+                              cum_logprob=draw(logprob), score=draw(logprob))]
+    config = DecodeConfig(strategy="beam" if beam else draw(st.sampled_from(["greedy", "sample", "soft", "gumbel"])),
                           temperature=draw(st.floats(min_value=1e-6, max_value=10)), top_k=draw(st.integers(0, 500)),
                           top_p=draw(st.floats(min_value=1e-6, max_value=1.0)), seed=draw(st.integers(0, 2**63 - 1)),
-                          num_beams=draw(st.integers(1, 32)), num_return_sequences=1)
+                          num_beams=num_beams, num_return_sequences=1, top_n=top_n,
+                          max_new_tokens=draw(st.integers(n_steps, 1024)))
     return Trace(model=draw(token_text), prompt=draw(st.text(max_size=40)),
                  prompt_token_ids=draw(st.lists(ident, max_size=5)), config=config, steps=steps,
                  sequences=sequences, nodes=nodes,
-                 model_facts={"name": draw(token_text), "vocab_size": draw(ident)},
+                 model_facts={"name": draw(token_text), "vocab_size": vocab},
                  versions={"torch": draw(st.text(max_size=8))}, timings={"total_s": draw(finite)},
-                 forced=draw(st.dictionaries(st.integers(0, 1024), ident, max_size=3)))
+                 forced=draw(st.dictionaries(st.integers(0, config.max_new_tokens - 1), ident, max_size=3)))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

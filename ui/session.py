@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from engine import DEFAULT_MODEL, DecodeScopeError, load_model
+from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
 
 _load_lock = threading.Lock()
@@ -39,13 +40,24 @@ def get_lm(name: str = ""):
                                 progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
             except DecodeScopeError as exc:
                 bar.empty()
-                st.error(t("common.model_error", error=str(exc)))
+                st.error(t("common.model_error", error=for_markdown(str(exc))))   # the name may come from a link
                 return None
             bar.empty()
             for other in [k for k in models if k != DEFAULT_MODEL]:
                 del models[other]          # keep the default plus at most one user model in memory
             models[key] = lm
     return models[key]
+
+
+def held_lm(name: str):
+    """The model a trace names, when this server already holds it (or it is the bundled one); else None.
+
+    An uploaded file names its model; opening a file must never make the server download or
+    load a model a stranger chose (network, memory), so only models in memory are used."""
+    key = name.strip() or DEFAULT_MODEL
+    if key == DEFAULT_MODEL:
+        return get_lm(key)
+    return next((lm for k, lm in list(_models().items()) if key in (k, lm.name)), None)
 
 
 # ---- settings kept in the URL --------------------------------------------------
@@ -127,21 +139,32 @@ def shared_sidebar() -> SharedSettings:
 
 
 # ---- sidebar extras: model facts and a link to this exact view ---------------------
-def _human(n: float) -> str:
+def _human(n) -> str:
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return "?"
     for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= size:
             return f"{n / size:.1f}{unit}".replace(".0", "")
     return str(int(n))
 
 
+def _count(n) -> str:
+    """A whole number with thousands separators, or "?" for anything else (a fact missing from a file)."""
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else "?"
+
+
 def model_facts_panel(facts) -> None:
-    """Name, parameters, vocabulary, layers and KV bytes per token of the loaded model (ModelFacts or dict)."""
+    """Name, parameters, vocabulary, layers and KV bytes per token of the loaded model (ModelFacts or dict).
+
+    The facts of an uploaded trace come from the file: the name is shown as literal text, never
+    as Markdown (an image there would make every viewer's browser fetch it)."""
     get = (lambda k: facts.get(k)) if isinstance(facts, dict) else (lambda k: getattr(facts, k, None))
     kv = get("kv_bytes_per_token")
     with st.sidebar.expander(t("common.model_facts"), expanded=False):
-        st.markdown(t("common.model_facts_body", name=str(get("name")).replace("|", "\\|"),
-                      parameters=_human(get("parameters") or 0), vocab=f"{get('vocab_size') or 0:,}",
-                      layers=get("layers"), kv=f"{kv or 0:,}", kv_k=f"{(kv or 0) / 1024:.1f}"))
+        st.markdown(t("common.model_facts_body", name=for_markdown(str(get("name") or "?")),
+                      parameters=_human(get("parameters")), vocab=_count(get("vocab_size")),
+                      layers=_count(get("layers")), kv=_count(kv),
+                      kv_k=f"{kv / 1024:.1f}" if isinstance(kv, int) and not isinstance(kv, bool) else "?"))
 
 
 def share_link() -> str:

@@ -197,9 +197,12 @@ def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix:
 
 
 def _shared_model(name: str):
-    from ui.session import get_lm
+    from ui.session import held_lm
 
-    return get_lm(name)
+    lm = held_lm(name)
+    if lm is None:
+        st.info(t("explain.replay_needs_model", model=for_markdown(name)))
+    return lm
 
 
 def _replay_result(loop, without: dict, kept: dict, step: int) -> None:

@@ -1,0 +1,274 @@
+"""Consistency of a trace read from a file: every index in range, every parent present, lengths agreeing.
+
+`trace.py` turns JSON into typed records and rejects wrong types; this module checks how the
+records fit together, so that a page can index `step.chosen_ids[0]`, walk a beam path to the
+root or take `exp(logprob)` without meeting a missing id, a cycle or an overflow. It also
+bounds the work one file can cause: at most `max_new_tokens` steps, `top_n` (+1) candidates
+per step and `2 * num_beams` tree nodes per step.
+
+`check(trace)` raises TraceFormatError naming the first problem ("step 3: chosen token 999999
+is outside the vocabulary of 49,152"). Steps, candidates, nodes and sequences are numbered
+from 0, as they are in the file and in the CLI table.
+"""
+from __future__ import annotations
+
+import math
+
+from .config import MAX_BEAMS, MAX_TOP_N
+from .errors import TraceFormatError
+
+TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
+MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
+STATUSES = ("kept", "pruned", "finished")
+
+# model_facts keys the pages read, and the type each must have
+FACT_TYPES = {"name": str, "architecture": str, "dtype": str, "has_chat_template": bool,
+              "parameters": int, "vocab_size": int, "layers": int, "hidden_size": int, "heads": int,
+              "kv_heads": int, "head_dim": int, "dtype_bytes": int, "context_length": int,
+              "kv_bytes_per_token": int}
+
+
+class _Problem(Exception):
+    """The first inconsistency found; its message names where it is."""
+
+
+def check(trace) -> None:
+    """Raise TraceFormatError naming the first inconsistency in `trace`; return None when it is whole."""
+    try:
+        _Checker(trace).run()
+    except _Problem as exc:
+        raise TraceFormatError(f"trace is inconsistent: {exc}") from None
+
+
+def _fail(message: str):
+    raise _Problem(message)
+
+
+class _Checker:
+    def __init__(self, trace):
+        self.trace = trace
+        self.config = trace.config
+        self.beam = trace.config.strategy == "beam"
+        self.vocab = None
+
+    def run(self) -> None:
+        self.facts()
+        for i, token_id in enumerate(self.trace.prompt_token_ids):
+            self.token(token_id, f"prompt token {i}", "id")
+        self.steps()
+        self.nodes()
+        self.sequences()
+        self.forced()
+
+    # ---- pieces ------------------------------------------------------------------
+    def facts(self) -> None:
+        for key, kind in FACT_TYPES.items():
+            value = self.trace.model_facts.get(key)
+            if value is None:
+                continue
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                _fail(f"model fact '{key}' must be a whole number of at least 0, got {value!r}")
+            if kind is not int and not isinstance(value, kind):
+                _fail(f"model fact '{key}' must be {'text' if kind is str else 'true or false'}, got {value!r}")
+        vocab = self.trace.model_facts.get("vocab_size")
+        if vocab is not None:
+            if vocab < 1:
+                _fail(f"model fact 'vocab_size' must be at least 1, got {vocab}")
+            self.vocab = vocab
+
+    def token(self, token_id: int, where: str, what: str = "token") -> None:
+        if self.vocab is not None:
+            if not 0 <= token_id < self.vocab:
+                _fail(f"{where}: {what} {token_id} is outside the vocabulary of {self.vocab:,}")
+        elif not 0 <= token_id <= MAX_TOKEN_ID:
+            _fail(f"{where}: {what} {token_id} is not a token id (0 to {MAX_TOKEN_ID:,})")
+
+    def steps(self) -> None:
+        steps, config = self.trace.steps, self.config
+        if not steps:
+            _fail("it has no steps")
+        if len(steps) > config.max_new_tokens:
+            _fail(f"it has {len(steps):,} steps but its max_new_tokens is {config.max_new_tokens:,}")
+        most_candidates = config.top_n + 1          # the top-N, plus the chosen token when ranked below them
+        most_chosen = config.num_beams if self.beam else 1
+        for i, step in enumerate(steps):
+            where = f"step {i}"
+            if step.index != i:
+                _fail(f"{where}: its index is {step.index}; steps must be numbered 0, 1, 2, ... in order")
+            if not step.candidates:
+                _fail(f"{where}: it has no candidates")
+            if len(step.candidates) > most_candidates:
+                _fail(f"{where}: it has {len(step.candidates):,} candidates; top_n {config.top_n} allows "
+                      f"{most_candidates}")
+            seen = set()
+            for j, cand in enumerate(step.candidates):
+                self.candidate(cand, f"{where}, candidate {j}")
+                if cand.token_id in seen:
+                    _fail(f"{where}, candidate {j}: token {cand.token_id} is listed twice")
+                seen.add(cand.token_id)
+            for name in ("entropy", "shaped_entropy"):
+                _at_least(getattr(step, name), 0.0, where, name)
+            _share(step.removed_mass, where, "removed_mass")
+            if step.kept_count < 0 or (self.vocab is not None and step.kept_count > self.vocab):
+                _fail(f"{where}: kept_count {step.kept_count:,} is not between 0 and the vocabulary size")
+            if not 1 <= len(step.chosen_ids) <= most_chosen:
+                _fail(f"{where}: it has {len(step.chosen_ids)} chosen tokens; expected "
+                      f"{'1 to ' + str(most_chosen) if self.beam else 'exactly 1'}")
+            if len(step.chosen_texts) != len(step.chosen_ids):
+                _fail(f"{where}: {len(step.chosen_ids)} chosen tokens but {len(step.chosen_texts)} chosen texts")
+            for token_id in step.chosen_ids:
+                self.token(token_id, where, "chosen token")
+            if len(step.beam_node_ids) > max(config.num_beams, 1):
+                _fail(f"{where}: {len(step.beam_node_ids)} running beams, more than num_beams {config.num_beams}")
+            _at_least(step.seconds, 0.0, where, "seconds")
+            if step.feedback is not None:
+                self.feedback(step.feedback, f"{where}, feedback")
+            if step.kv is not None:
+                self.kv(step.kv, f"{where}, kv")
+
+    def candidate(self, cand, where: str) -> None:
+        self.token(cand.token_id, where)
+        if cand.rank < 1 or (self.vocab is not None and cand.rank > self.vocab):
+            _fail(f"{where}: rank {cand.rank:,} is not between 1 and the vocabulary size")
+        _share(cand.prob, where, "prob")
+        _share(cand.shaped_prob, where, "shaped_prob")
+        _logprob(cand.logprob, where, "logprob")
+        if math.isinf(cand.logit) and cand.logit > 0:
+            _fail(f"{where}: logit must be a finite number")
+
+    def feedback(self, fb, where: str) -> None:
+        for name in ("nearest", "weights"):
+            items = getattr(fb, name)
+            if len(items) > MAX_TOP_N:
+                _fail(f"{where}: {len(items):,} {name}, more than {MAX_TOP_N}")
+            for j, item in enumerate(items):
+                self.token(item.token_id, f"{where}, {name} {j}")
+                _finite(item.value, f"{where}, {name} {j}", "value")
+        self.token(fb.argmax_id, where, "argmax token")
+        for name in ("nearest_cosine", "entropy", "norm", "nearest_norm"):
+            _finite(getattr(fb, name), where, name)
+
+    def kv(self, kv, where: str) -> None:
+        for name in ("rows", "bytes", "rows_appended", "rows_copied", "paged_rows", "paged_blocks", "paged_bytes"):
+            if getattr(kv, name) < 0:
+                _fail(f"{where}: {name} must be at least 0, got {getattr(kv, name)}")
+        if len(kv.beam_rows) > MAX_BEAMS or any(rows < 0 for rows in kv.beam_rows):
+            _fail(f"{where}: beam_rows must be at most {MAX_BEAMS} counts of at least 0")
+
+    def nodes(self) -> None:
+        """The beam tree: one root, unique ids, each parent one step before its child (so no cycle)."""
+        nodes, steps = self.trace.nodes, self.trace.steps
+        if not nodes:
+            for i, step in enumerate(steps):
+                if step.beam_node_ids:
+                    _fail(f"step {i}: running beam node {step.beam_node_ids[0]} but the trace has no beam tree")
+            return
+        most = 1 + len(steps) * 2 * max(self.config.num_beams, 1)
+        if len(nodes) > most:
+            _fail(f"the beam tree has {len(nodes):,} nodes; {len(steps)} steps of {self.config.num_beams} beams "
+                  f"make at most {most:,}")
+        self.by_id = {}
+        for k, node in enumerate(nodes):
+            if node.id in self.by_id:
+                _fail(f"node {k}: id {node.id} is used twice")
+            self.by_id[node.id] = node
+        roots = [n for n in nodes if n.parent is None]
+        if len(roots) != 1:
+            _fail(f"the beam tree has {len(roots)} roots (nodes without a parent); it needs exactly 1")
+        if roots[0].step != -1:
+            _fail(f"node {roots[0].id}: the root must be at step -1, got {roots[0].step}")
+        for node in nodes:
+            if node.parent is None:
+                continue
+            where = f"node {node.id}"
+            if not 0 <= node.step < len(steps):
+                _fail(f"{where}: step {node.step} is outside the trace's {len(steps)} steps")
+            parent = self.by_id.get(node.parent)
+            if parent is None:
+                _fail(f"{where}: its parent {node.parent} is not in the tree")
+            if parent.step != node.step - 1:
+                _fail(f"{where}: its parent {node.parent} is at step {parent.step}, not {node.step - 1} "
+                      "(a parent comes one step before its child)")
+            self.token(node.token_id, where)
+            if node.status not in STATUSES:
+                _fail(f"{where}: status '{node.status}' is not one of {', '.join(STATUSES)}")
+            if not 0 <= node.beam < max(self.config.num_beams, 1):
+                _fail(f"{where}: beam {node.beam} is outside 0..{self.config.num_beams - 1}")
+            if node.rank < 1:
+                _fail(f"{where}: rank must be at least 1, got {node.rank}")
+            if node.length < 1:
+                _fail(f"{where}: length must be at least 1, got {node.length}")
+            _logprob(node.logprob, where, "logprob")
+            _logprob(node.cum_logprob, where, "cum_logprob")
+        for i, step in enumerate(steps):
+            for node_id in step.beam_node_ids:
+                if node_id not in self.by_id:
+                    _fail(f"step {i}: running beam node {node_id} is not in the tree")
+
+    def sequences(self) -> None:
+        trace = self.trace
+        if not trace.sequences:
+            _fail("it has no sequences")
+        most = max(self.config.num_beams, 1) if self.beam else 1
+        if len(trace.sequences) > most:
+            _fail(f"it has {len(trace.sequences)} sequences; {self.config.strategy} returns at most {most}")
+        for k, seq in enumerate(trace.sequences):
+            where = f"sequence {k}"
+            for i, token_id in enumerate(seq.token_ids):
+                self.token(token_id, f"{where}, token {i}", "id")
+            _logprob(seq.cum_logprob, where, "cum_logprob")
+            if trace.nodes and seq.node_id is not None:
+                path = self.path(seq.node_id, where)
+                if [n.token_id for n in path] != list(seq.token_ids):
+                    _fail(f"{where}: its {len(seq.token_ids)} tokens are not the {len(path)} tokens on the beam "
+                          f"path to node {seq.node_id}")
+            elif seq.node_id is not None:
+                _fail(f"{where}: it names node {seq.node_id} but the trace has no beam tree")
+            else:
+                chosen = [s.chosen_ids[0] for s in trace.steps]
+                if len(seq.token_ids) != len(chosen):
+                    _fail(f"{where}: it has {len(seq.token_ids)} tokens but the trace has {len(chosen)} steps")
+                for i, (token_id, step_id) in enumerate(zip(seq.token_ids, chosen)):
+                    if token_id != step_id:
+                        _fail(f"{where}, token {i}: it is {token_id} but step {i} chose {step_id}")
+
+    def path(self, node_id: int, where: str) -> list:
+        node = self.by_id.get(node_id)
+        if node is None:
+            _fail(f"{where}: its node {node_id} is not in the beam tree")
+        path = []
+        while node.parent is not None:          # steps fall by one per parent (checked), so this ends
+            path.append(node)
+            node = self.by_id[node.parent]
+        return path[::-1]
+
+    def forced(self) -> None:
+        for step, token_id in self.trace.forced.items():
+            if not 0 <= step < self.config.max_new_tokens:
+                _fail(f"forced token at step {step}: the step is outside 0..{self.config.max_new_tokens - 1}")
+            self.token(token_id, f"forced token at step {step}")
+
+
+# ---- numbers ---------------------------------------------------------------------------
+def _finite(value: float, where: str, name: str) -> None:
+    if not math.isfinite(value):
+        _fail(f"{where}: {name} must be a finite number, got {value}")
+
+
+def _at_least(value: float, low: float, where: str, name: str) -> None:
+    _finite(value, where, name)
+    if value < low - TOLERANCE:
+        _fail(f"{where}: {name} must be at least {low:g}, got {value:g}")
+
+
+def _share(value: float, where: str, name: str) -> None:
+    """A probability or a share of probability mass: in [0, 1]."""
+    _finite(value, where, name)
+    if not -TOLERANCE <= value <= 1 + TOLERANCE:
+        _fail(f"{where}: {name} must be between 0 and 1, got {value:g}")
+
+
+def _logprob(value: float, where: str, name: str) -> None:
+    """A log-probability: at most 0, or -inf (written as null) for a token the strategy cut."""
+    if math.isnan(value) or value > TOLERANCE:
+        _fail(f"{where}: {name} must be 0 or less, got {value:g}")

@@ -1,0 +1,180 @@
+"""Hostile trace files, built from two real traces (a decode and a beam search) by editing their JSON.
+
+Each case is what a stranger could put in a shared file: markup and tracking pixels in text
+fields, indices out of range, a beam tree with a missing parent or a cycle, lengths that
+disagree, numbers like 1e400, facts of the wrong type, 100,000 nested arrays. `refused`
+holds the cases the reader must refuse, each with words its message must contain (the
+place and the problem); `accepted` holds files that are whole but carry hostile text, which
+every page must show literally.
+
+`PIXEL` is an address no test serves: a page that loads it has let file text become markup.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+
+PIXEL = "http://127.0.0.1:9/pixel"          # port 9 (discard): nothing answers, a browser test sees the request
+MARKUP = f"![x]({PIXEL}-name.png) <img src='{PIXEL}-img.png'> **bold** $x$ [link](javascript:alert(1))"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    payload: bytes
+    words: tuple = ()         # all must appear in the message (refused cases)
+
+
+def _dump(data) -> bytes:
+    return json.dumps(data).encode()
+
+
+def refused(greedy, beam) -> list:
+    """Files the reader must refuse. greedy, beam: Trace objects of a real decode and a real beam search."""
+    g, b = greedy.to_dict(), beam.to_dict()
+    vocab = g["model_facts"]["vocab_size"]
+    cases = []
+
+    def case(name, base, edit, *words):
+        data = copy.deepcopy(base)
+        edit(data)
+        cases.append(Case(name, _dump(data), words))
+
+    def set_in(path, value):
+        def edit(data):
+            *parents, last = path
+            for key in parents:
+                data = data[key]
+            data[last] = value
+        return edit
+
+    case("no-steps", g, set_in(["steps"], []), "no steps")
+    case("empty-candidates", g, set_in(["steps", 1, "candidates"], []), "step 1", "no candidates")
+    case("empty-chosen", g, set_in(["steps", 2, "chosen_ids"], []), "step 2", "0 chosen tokens")
+    case("chosen-outside-vocab", g, set_in(["steps", 3, "chosen_ids"], [999_999_999]),
+         "step 3", "999999999", f"vocabulary of {vocab:,}")
+    case("negative-token", g, set_in(["steps", 0, "candidates", 0, "token_id"], -4), "step 0, candidate 0", "-4")
+    case("candidate-outside-vocab", g, set_in(["steps", 1, "candidates", 2, "token_id"], vocab),
+         "step 1, candidate 2", "outside the vocabulary")
+    case("sequence-outside-vocab", g, set_in(["sequences", 0, "token_ids", 0], 10**30), "sequence 0", "outside")
+    case("prompt-outside-vocab", g, set_in(["prompt_token_ids", 0], vocab + 5), "prompt token 0", "outside")
+    case("negative-step-index", g, set_in(["steps", 0, "index"], -1), "step 0", "index is -1")
+    case("repeated-step-index", g, set_in(["steps", 2, "index"], 1), "step 2", "index is 1")
+    case("sequence-longer-than-steps", g, lambda d: d["sequences"][0]["token_ids"].append(1),
+         "sequence 0", "steps")
+    case("steps-longer-than-sequence", g, lambda d: d["sequences"][0]["token_ids"].pop(), "sequence 0", "steps")
+    case("sequence-disagrees", g, lambda d: d["sequences"][0]["token_ids"].__setitem__(
+        1, (d["steps"][1]["chosen_ids"][0] + 1) % vocab), "sequence 0, token 1", "step 1 chose")
+    case("more-steps-than-max", g, set_in(["config", "max_new_tokens"], 2), "steps", "max_new_tokens")
+    case("huge-number", g, lambda d: None, "finite")           # payload replaced below
+    cases[-1] = Case("huge-number", _dump(g).replace(b'"entropy": ', b'"entropy": 1e400, "x": ', 1), ("finite",))
+    case("inf-in-facts", g, set_in(["timings", "total_s"], 0.0), "finite")
+    cases[-1] = Case("inf-in-facts", cases[-1].payload.replace(b'"total_s": 0.0', b'"total_s": -1e999'), ("finite",))
+    case("overflowing-logprob", b, set_in(["nodes", 3, "logprob"], 1e300), "node 3", "logprob")
+    case("probability-above-one", g, set_in(["steps", 0, "candidates", 0, "prob"], 7.5), "prob", "between 0 and 1")
+    case("fact-wrong-type-layers", g, set_in(["model_facts", "layers"], f"![x]({PIXEL}-layers.png)"),
+         "layers", "whole number")
+    case("fact-wrong-type-parameters", g, set_in(["model_facts", "parameters"], {"many": True}), "parameters")
+    case("fact-wrong-type-vocab", g, set_in(["model_facts", "vocab_size"], "49152"), "vocab_size")
+    case("text-wrong-type", g, set_in(["steps", 0, "candidates", 1, "text"], {"$ne": 1}),
+         "step 0, candidate 1, text", "expected text")
+    case("kept-not-bool", g, set_in(["steps", 0, "candidates", 0, "kept"], "no"), "kept", "true or false")
+    case("missing-field", g, lambda d: d["steps"][2]["candidates"][0].pop("logit"), "step 2, candidate 0",
+         "'logit' is missing")
+    case("missing-parent", b, set_in(["nodes", 5, "parent"], 999), "node 5", "parent 999")
+    case("self-parent", b, lambda d: d["nodes"][5].__setitem__("parent", d["nodes"][5]["id"]), "node 5", "parent")
+    case("cycle", b, _cycle, "parent")
+    case("two-roots", b, set_in(["nodes", 4, "parent"], None), "roots")
+    case("node-beyond-steps", b, set_in(["nodes", 4, "step"], 10**9), "node 4", "step")
+    case("duplicate-node-id", b, lambda d: d["nodes"][3].__setitem__("id", d["nodes"][2]["id"]), "twice")
+    case("running-beam-missing", b, set_in(["steps", 0, "beam_node_ids"], [999]), "step 0", "999")
+    case("sequence-node-missing", b, set_in(["sequences", 0, "node_id"], 4242), "sequence 0", "4242")
+    case("beam-path-disagrees", b, lambda d: d["sequences"][0]["token_ids"].reverse() or
+         d["sequences"][0]["token_ids"].append(1), "sequence 0", "beam path")
+    case("beam-no-steps", b, set_in(["steps"], []), "no steps")
+    case("too-many-nodes", b, lambda d: d["nodes"].extend(
+        dict(d["nodes"][1], id=10_000 + i) for i in range(5000)), "nodes")
+    case("lone-surrogate", g, lambda d: None, "surrogate")
+    cases[-1] = Case("lone-surrogate", _dump(g).replace(b'"prompt": "', b'"prompt": "\\ud800', 1), ("surrogate",))
+    cases.append(Case("deep-nesting", b"[" * 100_000 + b"]" * 100_000, ("nested",)))
+    cases.append(Case("deep-findings", _dump(dict(g, findings={"x": json.loads("[" * 40 + "]" * 40)})), ("nested",)))
+    cases.append(Case("container-flood", _dump(dict(g, findings={"x": [[] for _ in range(600_000)]})),
+                      ("objects and arrays",)))
+    cases.append(Case("not-utf8", b'{"schema": "decodescope.trace/1", "prompt": "\xff\xfe"}', ("UTF-8",)))
+    return cases
+
+
+def _cycle(data) -> None:
+    """Two nodes that are each other's parent, cut off from the root."""
+    a, b = data["nodes"][5], data["nodes"][6]
+    a["parent"], b["parent"] = b["id"], a["id"]
+
+
+def accepted(greedy, beam) -> list:
+    """Whole traces whose text fields carry markup and tracking pixels: loaded, and shown literally."""
+    cases = []
+    for name, base in (("markup-greedy", greedy.to_dict()), ("markup-beam", beam.to_dict())):
+        data = copy.deepcopy(base)
+        data["model"] = MARKUP
+        data["prompt"] = MARKUP
+        data["model_facts"]["name"] = f"![x]({PIXEL}-name.png)"
+        data["model_facts"]["architecture"] = MARKUP
+        for step in data["steps"]:
+            for cand in step["candidates"]:
+                cand["text"] = MARKUP
+            step["chosen_texts"] = [MARKUP for _ in step["chosen_ids"]]
+        for node in data["nodes"]:
+            if node["parent"] is not None:
+                node["text"] = MARKUP
+        for seq in data["sequences"]:
+            seq["text"] = MARKUP
+        data["findings"] = {"note": MARKUP}
+        cases.append(Case(name, _dump(data)))
+    return cases
+
+
+# ---- random damage, for the property tests ------------------------------------------------
+OTHER_VALUES = [None, True, False, "", "text", "![x](" + PIXEL + "-prop.png)", 0, -1, 1.5, -0.5, 2**63, 10**30,
+                1e300, [], [0], {}, {"a": 1}]
+SCALES = [-1, 0, 2, 1000, 10**9, 1e300, -1e300, 1e-300]
+
+
+def paths(value, prefix=()) -> list:
+    """Every place in a JSON value: a tuple of keys and indices."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            out += paths(inner, prefix + (key,))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            out += paths(inner, prefix + (i,))
+    return out
+
+
+def mutate(data, path: tuple, op: str, other, scale):
+    """Damage one place of `data` (a deep copy is made): delete it, duplicate it, give it another type,
+    or scale it when it is a number. Returns the damaged copy."""
+    data = copy.deepcopy(data)
+    if not path:
+        return other if op == "retype" else data
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    last = path[-1]
+    value = parent[last]
+    if op == "delete":
+        del parent[last]
+    elif op == "duplicate":
+        if isinstance(parent, list):
+            parent.insert(last, copy.deepcopy(value))
+        else:                                  # a field takes a sibling's value
+            siblings = [k for k in parent if k != last]
+            if siblings:
+                parent[last] = copy.deepcopy(parent[siblings[hash(last) % len(siblings)]])
+    elif op == "retype":
+        parent[last] = other
+    elif op == "scale" and isinstance(value, int | float) and not isinstance(value, bool):
+        scaled = value * scale
+        parent[last] = int(scaled) if isinstance(value, int) and isinstance(scale, int) else scaled
+    return data

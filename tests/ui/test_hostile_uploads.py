@@ -1,0 +1,171 @@
+"""Hostile trace files uploaded on Step by step, Beam tree and Compare (AppTest, tiny random Llama).
+
+Each refused file (tests/hostile_traces.py) must give one message naming the problem, raise
+no exception, and leave the live result on screen as it was. Each whole file that carries
+markup (image links to a tracking address, <img>, **bold**, $x$) is shown, and no element
+that renders Markdown or HTML holds that markup unescaped.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import hostile_traces  # noqa: E402
+from engine import DecodeConfig, decode  # noqa: E402
+
+PROMPT = "The capital of France is"
+UPLOADERS = {"step_by_step": "sbs_upload", "beam_tree": "beam_upload", "compare": "cmp_upload"}
+
+
+def on_screen(at: AppTest) -> tuple:
+    """What a user reads as the result: every metric, every coloured token view, how many charts."""
+    metrics = [(m.label, m.value) for m in at.metric]
+    views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
+    return metrics, views, len(at.get("plotly_chart"))
+
+
+@pytest.fixture(scope="module")
+def cases(tiny_llama_folder):
+    lm, _ = tiny_llama_folder
+    greedy = decode(lm, PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=6))
+    beam = decode(lm, PROMPT, DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=4))
+    return hostile_traces.refused(greedy, beam), hostile_traces.accepted(greedy, beam)
+
+
+def open_page(folder: str, page: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = 4
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def upload(at: AppTest, page: str, name: str, payload: bytes) -> None:
+    at.file_uploader(key=UPLOADERS[page]).set_value((name, payload, "application/json")).run()
+
+
+def unescaped_markup(at: AppTest) -> list:
+    """Markup from a file that an element would render: Markdown images/links and HTML tags
+    left unescaped in Markdown elements, tags in HTML elements and Plotly figures."""
+    found = []
+    markdown = [*at.markdown, *at.caption, *at.error, *at.info, *at.success, *at.warning]
+    for element in markdown:
+        bare = re.sub(r"\\.", "", element.value)          # what Markdown shows as literal characters is gone
+        if "pixel" in element.value and re.search(r"!\[|\]\(|<img", bare):
+            found.append(element.value)
+    for element in at.get("html"):
+        if "<img" in element.proto.body:
+            found.append(element.proto.body[:200])
+    for chart in at.get("plotly_chart"):
+        if "<img" in chart.proto.spec:
+            found.append("plotly: <img")
+    return found
+
+
+@pytest.mark.parametrize("page", list(UPLOADERS))
+def test_refused_files_give_a_message_and_the_live_result_stays(tiny_llama_folder, cases, page):
+    _, folder = tiny_llama_folder
+    refused, _ = cases
+    at = open_page(folder, page)
+    before = on_screen(at)
+    assert before[2] > 0
+    wrong = []
+    for case in refused:
+        upload(at, page, f"{case.name}.json", case.payload)
+        errors = [e.value.replace("\\", "") for e in at.error]
+        if at.exception:
+            wrong.append((case.name, "exception", at.exception[0].value))
+        elif len(errors) != 1 or not all(words in errors[0] for words in case.words):
+            wrong.append((case.name, "message", errors))
+        elif on_screen(at) != before:
+            wrong.append((case.name, "the live result changed"))
+        elif unescaped_markup(at):
+            wrong.append((case.name, "markup", unescaped_markup(at)))
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("page", list(UPLOADERS))
+def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, page):
+    _, folder = tiny_llama_folder
+    _, accepted = cases
+    for case in accepted:
+        if page == "beam_tree" and case.name == "markup-greedy":
+            continue             # a decode without a tree: the page says so (checked below)
+        at = open_page(folder, page)
+        upload(at, page, f"{case.name}.json", case.payload)
+        assert not at.exception, (case.name, at.exception)
+        assert not at.error, (case.name, [e.value for e in at.error])
+        assert not unescaped_markup(at), (case.name, unescaped_markup(at))
+        shown = [e.value.replace("\\", "") for e in (*at.markdown, *at.caption, *at.success)]
+        assert any(hostile_traces.MARKUP in value for value in shown), case.name    # the text is there, literally
+        if page == "compare":
+            continue             # Compare shows the live model's facts beside the uploaded lane
+        facts = [m.value for m in at.sidebar.markdown if "pixel\\-name" in m.value]     # the model facts panel
+        assert facts and all(value.startswith("**\\!\\[x\\]\\(http") for value in facts), facts
+    if page == "beam_tree":
+        at = open_page(folder, page)
+        upload(at, page, "markup-greedy.json", accepted[0].payload)
+        assert not at.exception and len(at.error) == 1 and "greedy" in at.error[0].value
+
+
+# ---- property: damaged real traces on the pages themselves ------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from engine import Trace, TraceFormatError  # noqa: E402
+
+
+@st.composite
+def damaged(draw, bases):
+    data = draw(st.sampled_from(bases))
+    for _ in range(draw(st.integers(1, 2))):
+        data = hostile_traces.mutate(data, draw(st.sampled_from(hostile_traces.paths(data))),
+                                     draw(st.sampled_from(["delete", "duplicate", "retype", "scale"])),
+                                     draw(st.sampled_from(hostile_traces.OTHER_VALUES)),
+                                     draw(st.sampled_from(hostile_traces.SCALES)))
+    return data
+
+
+@pytest.mark.parametrize("page", list(UPLOADERS))
+def test_damaged_traces_are_refused_with_a_message_or_shown(tiny_llama_folder, page):
+    """One page session takes file after file, as a user would; each is refused with one message
+    (the live result stays) or shown without an exception."""
+    lm, folder = tiny_llama_folder
+    bases = [decode(lm, PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=4)).to_dict(),
+             decode(lm, PROMPT, DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3)).to_dict()]
+    at = open_page(folder, page)
+    live = on_screen(at)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @given(data=damaged(bases))
+    def check(data):
+        payload = json.dumps(data).encode()
+        try:
+            trace = Trace.from_json(payload)
+        except TraceFormatError:
+            trace = None
+        upload(at, page, "damaged.json", payload)
+        assert not at.exception, [e.value for e in at.exception]
+        errors = [e.value for e in at.error]
+        if trace is None:
+            assert len(errors) == 1 and "trace" in errors[0], errors
+            assert on_screen(at) == live
+        elif page == "beam_tree" and not trace.nodes:
+            assert len(errors) == 1, errors        # "this trace has no beam tree"
+        else:
+            assert not errors, errors
+        assert not unescaped_markup(at)
+
+    check()
