@@ -64,6 +64,7 @@ class LoadedModel:
     eos_token_ids: tuple = ()
     load_seconds: float = 0.0
     from_cache: bool = False
+    cache_rebuilt: str = ""          # why the cached copy was rebuilt on this load ("" when it was not)
     _embedding_norms: torch.Tensor | None = field(default=None, repr=False)
     _unit_embeddings_half: torch.Tensor | None = field(default=None, repr=False)
 

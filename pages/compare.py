@@ -8,7 +8,7 @@ from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -86,7 +86,7 @@ if chosen or uploaded is not None:
                 keep_or_stop(exc, have_previous=True)
                 lanes.append((lane, lane_name(lane), last_good[lane]))
             else:
-                st.error(f"{lane_name(lane)}: {exc}")
+                show_error(f"{lane_name(lane)}: {exc}")
     if uploaded is not None:
         lanes.append(("uploaded", t("compare.name_uploaded", strategy=uploaded.config.strategy), uploaded))
 else:

@@ -7,13 +7,14 @@ results live in st.session_state.
 from __future__ import annotations
 
 import math
-
+import os
 import threading
 from dataclasses import dataclass
 
 import streamlit as st
 
-from engine import DEFAULT_MODEL, DecodeScopeError, load_model
+from engine import DEFAULT_MODEL, DecodeScopeError, ModelLoadError, load_model
+from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
 
 _load_lock = threading.Lock()
@@ -25,27 +26,78 @@ def _models() -> dict:
     return {}
 
 
-def get_lm(name: str = ""):
-    """The loaded model, or None after showing a clear error. Shows a progress bar on the first load."""
-    key = name.strip() or DEFAULT_MODEL
+def offered_models() -> tuple | None:
+    """The models this server offers, from DECODESCOPE_MODELS (comma-separated; `bundled` is the
+    bundled model), or None when any name may be loaded. A shared deployment pins its models so
+    that nobody, and no uploaded file, makes the server fetch or load another."""
+    raw = os.environ.get("DECODESCOPE_MODELS", "").strip()
+    if not raw:
+        return None
+    names = [DEFAULT_MODEL if n.strip().lower() in ("bundled", "default", DEFAULT_MODEL.lower()) else n.strip()
+             for n in raw.split(",") if n.strip()]
+    return tuple(dict.fromkeys(names)) or None
+
+
+def model_key(name: str) -> str:
+    """The name a model is loaded and cached under: an empty box means the server's first model."""
+    name = (name or "").strip()
+    if name == "":
+        offered = offered_models()
+        return offered[0] if offered else DEFAULT_MODEL
+    return DEFAULT_MODEL if name == "default" else name
+
+
+def _load_shared(key: str):
+    """The shared model called `key`, loading it (with a progress bar) on first use."""
     models = _models()
     if key in models:
         return models[key]
+    offered = offered_models()
+    if offered is not None and key not in offered:
+        raise ModelLoadError(t("common.model_not_offered", name=key, models=", ".join(offered)))
     with _load_lock:
         if key not in models:
-            bar = st.progress(0.0, text=t("common.loading_model", name=key))
+            bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
             try:
                 lm = load_model(None if key == DEFAULT_MODEL else key,
-                                progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
-            except DecodeScopeError as exc:
+                                progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=for_markdown(msg)))
+            finally:
                 bar.empty()
-                st.error(t("common.model_error", error=str(exc)))
-                return None
-            bar.empty()
             for other in [k for k in models if k != DEFAULT_MODEL]:
                 del models[other]          # keep the default plus at most one user model in memory
             models[key] = lm
+            if lm.cache_rebuilt:
+                st.warning(for_markdown(t("common.cache_rebuilt", reason=lm.cache_rebuilt)))
     return models[key]
+
+
+def get_lm(name: str = ""):
+    """The model this user chose, or None after a clear message.
+
+    A name that cannot be loaded (or that this server does not offer) is named in the message,
+    and the model this user had before is used again, so the results on screen stay."""
+    key = model_key(name)
+    try:
+        lm = _load_shared(key)
+    except DecodeScopeError as exc:
+        previous = st.session_state.get("_last_model")
+        error = DecodeScopeError(t("common.model_error", error=str(exc)))
+        if previous is None or previous == key:
+            show_error(str(error))
+            return None
+        keep_or_stop(error, have_previous=True)
+        try:
+            return _load_shared(previous)
+        except DecodeScopeError:
+            return None
+    st.session_state["_last_model"] = key
+    return lm
+
+
+def show_error(message: str, box=None) -> None:
+    """An error box that shows `message` literally: a model name, prompt or file name typed by
+    anyone may look like a link or an image in Markdown, and must stay text."""
+    (box or st).error(for_markdown(message))
 
 
 # ---- settings kept in the URL --------------------------------------------------
@@ -174,7 +226,7 @@ def keep_or_stop(exc: Exception, have_previous: bool) -> None:
     is shown once per run, however many computations it stopped."""
     shown = st.session_state.setdefault("_errors_shown", set())      # emptied by shared_sidebar each run
     if str(exc) not in shown:
-        st.error(str(exc))
+        show_error(str(exc))
         shown.add(str(exc))
     if not have_previous:
         st.stop()
