@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from figures.labels import WORD_JOINER  # noqa: E402
 import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)
 from test_nothing_lost import on_screen  # noqa: E402
 
@@ -56,7 +57,8 @@ def app(page: str, *, params: dict | None = None, state: dict | None = None) -> 
 
 
 def unescaped(markdown: str) -> str:
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """The text a reader sees: Markdown escapes resolved, invisible word joiners dropped."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")
 
 
 # ---- 1. a name from the address is text, never a link or an image ---------------------------
