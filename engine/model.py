@@ -437,6 +437,9 @@ def _load_named(name: str, report: Progress) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path = Path(name).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ModelLoadError(f"'{name}' is a file, not a model folder: give the folder that holds config.json "
+                             "and the weights")
     if path.exists() and not (path / "config.json").is_file():
         raise ModelLoadError(f"'{name}' is a folder but not a model: it has no config.json")
     report(0.1, f"reading the configuration of {name}")

@@ -494,6 +494,6 @@ def test_cli_reads_the_prompt_from_a_file_and_names_a_bad_file(capsys, monkeypat
     big = tmp_path / "big.txt"
     big.write_bytes(b"a" * (10 * 2**20 + 1))
     assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(big), model=tiny_folder),
-                          "--prompt-file", "10 MB")
+                          "--prompt-file", "10 MiB")
     both = cli_in_process(capsys, monkeypatch, "--prompt", "Paris", "--prompt-file", str(good), model=tiny_folder)
     assert_one_error_line(both, "--prompt-file", "not allowed with")
