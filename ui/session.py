@@ -10,10 +10,11 @@ import math
 import os
 import threading
 from dataclasses import dataclass
+from urllib.parse import quote_plus
 
 import streamlit as st
 
-from engine import DEFAULT_MODEL, DecodeScopeError, ModelLoadError, load_model
+from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
 
@@ -101,7 +102,14 @@ def show_error(message: str, box=None) -> None:
 
 
 # ---- settings kept in the URL --------------------------------------------------
-URL_PROMPT_LIMIT = 4000     # characters of prompt kept in the URL (and so in a share link)
+URL_PROMPT_LIMIT = 4000     # bytes a prompt may take in the URL, percent-encoded as the address carries it
+PROMPT_LIMIT_BYTES = 8000   # UTF-8 bytes of prompt this server decodes: the prefill's time and memory grow
+                            # with the prompt (a 30 KB prompt took 44 s and 1 GB), long before the context is full
+
+
+def url_bytes(text: str) -> int:
+    """Bytes `text` takes in an address: an emoji is 4 UTF-8 bytes, 12 once percent-encoded."""
+    return len(quote_plus(text, errors="surrogatepass"))
 
 
 def url_value(key: str, default, kind=str):
@@ -168,14 +176,28 @@ def shared_sidebar() -> SharedSettings:
                                value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
                                   value=url_number("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
+    prompt = _prompt_within_limit(prompt)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
-    if len(prompt) <= URL_PROMPT_LIMIT:
+    if url_bytes(prompt) <= URL_PROMPT_LIMIT:
         sync_url(prompt=prompt)
     else:                       # a pasted book does not belong in an address bar or a share link
         st.query_params.pop("prompt", None)
     return settings
+
+
+def _prompt_within_limit(prompt: str) -> str:
+    """The prompt, or the last one within PROMPT_LIMIT_BYTES when this one is over it: refused here,
+    before any tokenizing or forward pass, and the results of the last good prompt stay on screen."""
+    size = len(prompt.encode("utf-8", errors="surrogatepass"))
+    if size <= PROMPT_LIMIT_BYTES:
+        st.session_state["_last_good_prompt"] = prompt
+        return prompt
+    previous = st.session_state.get("_last_good_prompt")
+    keep_or_stop(ConfigError("prompt", t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")),
+                 have_previous=previous is not None)
+    return previous
 
 
 # ---- sidebar extras: model facts and a link to this exact view ---------------------
@@ -214,8 +236,8 @@ def copy_link_control() -> None:
     with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
         st.caption(t("common.copy_link_help"))
         prompt = st.session_state.get("prompt") or ""
-        if len(prompt) > URL_PROMPT_LIMIT:
-            st.warning(t("common.copy_link_no_prompt", n=f"{len(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
+        if url_bytes(prompt) > URL_PROMPT_LIMIT:
+            st.warning(t("common.copy_link_no_prompt", n=f"{url_bytes(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
         st.code(share_link(), language=None, wrap_lines=True)
 
 

@@ -165,3 +165,55 @@ def test_a_server_pinned_to_its_models_refuses_any_other(loads, tiny_llama_folde
     assert len(messages) == 1 and "offers only" in messages[0] and folder in messages[0], messages
     assert on_screen(at) == before
     assert loads == [folder], "a model the server does not offer was loaded"
+
+
+# ---- 7. limits in bytes, checked before the work ----------------------------------------------------
+@pytest.fixture
+def encoded(monkeypatch):
+    """Every prompt a page hands to the engine's tokenizing step (the first piece of real work)."""
+    import importlib
+
+    import engine.tokens
+
+    prompts = []
+    real = engine.tokens.encode_prompt
+
+    def spy(lm, prompt, *args, **kwargs):
+        prompts.append(prompt)
+        return real(lm, prompt, *args, **kwargs)
+
+    for name in ("engine.beam", "engine.decode", "engine.embedding", "engine.teacher"):
+        monkeypatch.setattr(importlib.import_module(name), "encode_prompt", spy)   # (engine.decode is also a function)
+    return prompts
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_prompt_over_the_byte_limit_is_refused_before_any_work_and_the_result_stays(tiny_llama_folder, encoded,
+                                                                                      page):
+    _, folder = tiny_llama_folder
+    at = app(page, state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    before = on_screen(at)
+    assert before[2] > 0 and PROMPT in encoded
+
+    big = "A language model predicts the next token. 你好 😀 " * 600          # 30,600 bytes
+    at.sidebar.text_area(key="prompt").set_value(big).run()
+    assert not at.exception, at.exception
+    messages = [unescaped(e.value) for e in at.error]
+    assert len(messages) == 1 and f"is {len(big.encode()):,} bytes" in messages[0] and "8,000" in messages[0]
+    assert big not in encoded, "the page tokenized (and decoded) a prompt over the limit"
+    assert on_screen(at) == before
+    assert any("last ones that worked" in c.value for c in at.caption)
+
+
+def test_a_prompt_is_kept_out_of_the_address_by_its_encoded_bytes(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    emoji = "😀" * 1500                 # 1,500 characters, 18,000 bytes once percent-encoded
+    at = app("step_by_step", state={"model": folder, "prompt": emoji, "max_new_tokens": 2})
+    assert "prompt" not in at.query_params
+    assert any("18,000 bytes" in w.value and "4,000" in w.value for w in at.warning), [w.value for w in at.warning]
+
+    ascii_prompt = "The capital of France is Paris. " * 100          # 3,200 characters and bytes
+    at.sidebar.text_area(key="prompt").set_value(ascii_prompt).run()
+    in_url = at.query_params["prompt"]
+    assert (in_url[0] if isinstance(in_url, list) else in_url) == ascii_prompt
+    assert not at.warning
