@@ -217,3 +217,22 @@ def test_a_prompt_is_kept_out_of_the_address_by_its_encoded_bytes(tiny_llama_fol
     in_url = at.query_params["prompt"]
     assert (in_url[0] if isinstance(in_url, list) else in_url) == ascii_prompt
     assert not at.warning
+
+
+def test_compare_keeps_one_request_within_its_step_budget_and_says_so(tiny_llama_folder, monkeypatch):
+    """Greedy + 4 beams + soft is 1 + 4 + 2 = 7 paths; a budget of 40 steps leaves 40 // 7 = 5 tokens a lane."""
+    _, folder = tiny_llama_folder
+    monkeypatch.setenv("DECODESCOPE_COMPARE_STEPS", "40")
+    at = app("compare", params={"lanes": "greedy,beam,soft", "cmp_beams": 4},
+             state={"model": folder, "prompt": PROMPT, "max_new_tokens": 20})
+    assert not at.error, [e.value for e in at.error]
+    notes = [i.value for i in at.info if "40 decoding steps" in i.value]
+    assert len(notes) == 1 and "5 new tokens here, not 20" in notes[0], [i.value for i in at.info]
+    traces = list(at.session_state["cmp_cache"].values())
+    assert len(traces) == 3 and all(trace.config.max_new_tokens == 5 for trace in traces)
+    assert all(len(trace.steps) <= 5 for trace in traces)
+
+    monkeypatch.setenv("DECODESCOPE_COMPARE_STEPS", "1000")          # room for all: no cap, no note
+    at.run()
+    assert not [i.value for i in at.info if "decoding steps" in i.value]
+    assert {trace.config.max_new_tokens for trace in at.session_state["cmp_cache"].values()} >= {20}
