@@ -103,8 +103,9 @@ def show_error(message: str, box=None) -> None:
 
 # ---- settings kept in the URL --------------------------------------------------
 URL_PROMPT_LIMIT = 4000     # bytes a prompt may take in the URL, percent-encoded as the address carries it
-PROMPT_LIMIT_BYTES = 8000   # UTF-8 bytes of prompt this server decodes: the prefill's time and memory grow
-                            # with the prompt (a 30 KB prompt took 44 s and 1 GB), long before the context is full
+PROMPT_LIMIT_BYTES = 8000   # UTF-8 bytes of prompt this server decodes: the first forward pass grows with the
+                            # prompt (30 KB of English, 5,700 tokens, fits the bundled model's 8,192-token context
+                            # and took 95 s on a busy 2-core machine), so a shared server stops well before that
 
 
 def url_bytes(text: str) -> int:
@@ -213,7 +214,7 @@ def model_facts_panel(facts) -> None:
     get = (lambda k: facts.get(k)) if isinstance(facts, dict) else (lambda k: getattr(facts, k, None))
     kv = get("kv_bytes_per_token")
     with st.sidebar.expander(t("common.model_facts"), expanded=False):
-        st.markdown(t("common.model_facts_body", name=str(get("name")).replace("|", "\\|"),
+        st.markdown(t("common.model_facts_body", name=for_markdown(str(get("name"))),
                       parameters=_human(get("parameters") or 0), vocab=f"{get('vocab_size') or 0:,}",
                       layers=get("layers"), kv=f"{kv or 0:,}", kv_k=f"{(kv or 0) / 1024:.1f}"))
 

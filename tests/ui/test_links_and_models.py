@@ -236,3 +236,16 @@ def test_compare_keeps_one_request_within_its_step_budget_and_says_so(tiny_llama
     at.run()
     assert not [i.value for i in at.info if "decoding steps" in i.value]
     assert {trace.config.max_new_tokens for trace in at.session_state["cmp_cache"].values()} >= {20}
+
+
+def test_the_model_facts_of_an_uploaded_trace_show_its_name_literally(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = app("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 2})
+    trace = dataclasses.replace(loop_trace_on(MARKDOWN_NAME), model_facts={"name": MARKDOWN_NAME, "parameters": 1})
+    at.file_uploader(key="sbs_upload").set_value(("t.json", trace.to_json().encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    facts = [m.value for m in at.sidebar.markdown if "parameters" in m.value]
+    assert len(facts) == 1
+    name_line = facts[0].split("\n")[0]
+    assert MARKDOWN_NAME in unescaped(name_line)
+    assert not re.search(r"(?<!\\)[\[\]()!<>]", name_line), name_line
