@@ -20,6 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from figures.labels import WORD_JOINER  # noqa: E402
 import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)
+from test_model_cache import fake_bundled  # noqa: E402,F401  (fixture)
 from test_nothing_lost import on_screen  # noqa: E402
 
 PROMPT = "The capital of France is"
@@ -249,3 +250,18 @@ def test_the_model_facts_of_an_uploaded_trace_show_its_name_literally(tiny_llama
     name_line = facts[0].split("\n")[0]
     assert MARKDOWN_NAME in unescaped(name_line)
     assert not re.search(r"(?<!\\)[\[\]()!<>]", name_line), name_line
+
+
+def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
+    """The bundled path on the tiny Llama (see tests/test_model_cache.py): a damaged cache is rebuilt, and
+    the page that loaded it says why."""
+    target, calls = fake_bundled
+    at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
+    assert calls == [1] and not at.warning
+    (target / "model.safetensors").write_bytes(b"")
+    ui.session._models.clear()               # a new server process: the model is read from the cache again
+    at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
+    assert calls == [1, 1]
+    notes = [unescaped(w.value) for w in at.warning]
+    assert any("damaged" in n and "model.safetensors" in n and "rebuilt" in n for n in notes), notes
+    assert at.metric, "nothing was decoded"
