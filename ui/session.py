@@ -15,6 +15,7 @@ from urllib.parse import quote_plus
 import streamlit as st
 
 from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
+from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
 
@@ -106,6 +107,7 @@ URL_PROMPT_LIMIT = 4000     # bytes a prompt may take in the URL, percent-encode
 PROMPT_LIMIT_BYTES = 8000   # UTF-8 bytes of prompt this server decodes: the first forward pass grows with the
                             # prompt (30 KB of English, 5,700 tokens, fits the bundled model's 8,192-token context
                             # and took 95 s on a busy 2-core machine), so a shared server stops well before that
+PROMPT_LIMIT_TOKENS = 2048  # and tokens, once the model is loaded: 6,000 bytes of emoji are about 4,500 tokens
 
 
 def url_bytes(text: str) -> int:
@@ -177,7 +179,7 @@ def shared_sidebar() -> SharedSettings:
                                value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
                                   value=url_number("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
-    prompt = _prompt_within_limit(prompt)
+    prompt = _prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
@@ -188,16 +190,24 @@ def shared_sidebar() -> SharedSettings:
     return settings
 
 
-def _prompt_within_limit(prompt: str) -> str:
-    """The prompt, or the last one within PROMPT_LIMIT_BYTES when this one is over it: refused here,
-    before any tokenizing or forward pass, and the results of the last good prompt stay on screen."""
+def _prompt_within_limit(prompt: str, model: str) -> str:
+    """The prompt, or the last one within the limits when this one is over them: refused here, before
+    any forward pass, and the results of the last good prompt stay on screen. Bytes are counted
+    first; tokens too when the model is already loaded (tokenizing takes milliseconds)."""
     size = len(prompt.encode("utf-8", errors="surrogatepass"))
-    if size <= PROMPT_LIMIT_BYTES:
-        st.session_state["_last_good_prompt"] = prompt
-        return prompt
+    if size > PROMPT_LIMIT_BYTES:
+        problem = t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")
+    else:
+        lm = _models().get(model_key(model))
+        tokens = 0
+        if lm is not None and unpaired_surrogate(prompt) is None:      # (the engine names a lone surrogate)
+            tokens = len(lm.tokenizer(prompt)["input_ids"])
+        if tokens <= PROMPT_LIMIT_TOKENS:
+            st.session_state["_last_good_prompt"] = prompt
+            return prompt
+        problem = t("common.prompt_too_many_tokens", n=f"{tokens:,}", limit=f"{PROMPT_LIMIT_TOKENS:,}")
     previous = st.session_state.get("_last_good_prompt")
-    keep_or_stop(ConfigError("prompt", t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")),
-                 have_previous=previous is not None)
+    keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None)
     return previous
 
 

@@ -208,10 +208,10 @@ def test_a_prompt_over_the_byte_limit_is_refused_before_any_work_and_the_result_
 
 def test_a_prompt_is_kept_out_of_the_address_by_its_encoded_bytes(tiny_llama_folder):
     _, folder = tiny_llama_folder
-    emoji = "😀" * 1500                 # 1,500 characters, 18,000 bytes once percent-encoded
+    emoji = "😀" * 400                  # 400 characters, 4,800 bytes once percent-encoded
     at = app("step_by_step", state={"model": folder, "prompt": emoji, "max_new_tokens": 2})
     assert "prompt" not in at.query_params
-    assert any("18,000 bytes" in w.value and "4,000" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any("4,800 bytes" in w.value and "4,000" in w.value for w in at.warning), [w.value for w in at.warning]
 
     ascii_prompt = "The capital of France is Paris. " * 100          # 3,200 characters and bytes
     at.sidebar.text_area(key="prompt").set_value(ascii_prompt).run()
@@ -265,3 +265,19 @@ def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
     notes = [unescaped(w.value) for w in at.warning]
     assert any("damaged" in n and "model.safetensors" in n and "rebuilt" in n for n in notes), notes
     assert at.metric, "nothing was decoded"
+
+
+def test_a_prompt_over_the_token_limit_is_refused_before_the_forward_pass(tiny_llama_folder, encoded, monkeypatch):
+    """Few bytes, many tokens (emoji are several byte tokens each): counted with the loaded model's tokenizer."""
+    lm, folder = tiny_llama_folder
+    monkeypatch.setattr(ui.session, "PROMPT_LIMIT_TOKENS", 60)
+    at = app("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    before = on_screen(at)
+    emoji = "😀🍕" * 20                              # 160 bytes
+    tokens = len(lm.tokenizer(emoji)["input_ids"])
+    assert len(emoji.encode()) < 8000 and tokens > 60
+    at.sidebar.text_area(key="prompt").set_value(emoji).run()
+    messages = [unescaped(e.value) for e in at.error]
+    assert len(messages) == 1 and f"is {tokens:,} tokens" in messages[0] and "60 tokens" in messages[0], messages
+    assert emoji not in encoded
+    assert on_screen(at) == before
