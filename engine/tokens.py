@@ -4,10 +4,25 @@ from __future__ import annotations
 from .errors import ConfigError
 
 
+def unpaired_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate (U+D800..U+DFFF) in `text`, else None. Python keeps one for
+    a byte that was not UTF-8 (a command-line argument) or half of an emoji's UTF-16 pair; no
+    tokenizer can encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def encode_prompt(lm, prompt: str, chat: bool = False, max_new_tokens: int = 0) -> list:
     """Token ids for the prompt (chat-wrapped if asked); raises ConfigError naming 'prompt'."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+    bad = unpaired_surrogate(prompt)
+    if bad is not None:
+        raise ConfigError("prompt", f"prompt: character {bad + 1:,} is {prompt[bad]!a}, half of a UTF-16 pair "
+                                    "or an undecodable byte, not text; remove it")
     tokenizer = lm.tokenizer
     if chat:
         if not lm.facts.has_chat_template:

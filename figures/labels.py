@@ -34,10 +34,14 @@ def for_html(text: str) -> str:
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|$<>&~:])")
 
 
-def for_markdown(text: str) -> str:
-    """Safe inside st.markdown / captions: every Markdown and HTML special character escaped.
+WORD_JOINER = "\u2060"
+# GitHub-flavoured Markdown makes a link of a bare http://host.name, www.host.name or user@host.name,
+# even after every special character is escaped; an invisible word joiner before '://', 'www.'s dot
+# and '@' keeps such text plain
+_AUTOLINK = re.compile(r"(?i)(://|(?<=www)\.|@)")
 
-    ':' too, for Streamlit's :emoji: and :material/icon: codes. A bare http://... still becomes
-    a clickable link (Streamlit links addresses after escapes are read), but it shows as
-    written and nothing is fetched."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+
+def for_markdown(text: str) -> str:
+    """Safe inside st.markdown / captions: every Markdown and HTML special character escaped,
+    and no bare address turned into a link."""
+    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER + r"\1", text))

@@ -1,4 +1,6 @@
 """Page: the same prompt and seed through several strategies, lane by lane."""
+import os
+
 import streamlit as st
 
 from engine import DecodeScopeError
@@ -8,7 +10,7 @@ from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -18,6 +20,18 @@ S = st.session_state
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
 DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
 CACHE_SIZE = 24
+# What one Compare request may cost, in decoding steps x paths (a beam lane counts each beam, the soft
+# lane two: its p·E product costs about as much as the output layer). Six lanes of 1,024 tokens would
+# be over 10,000: a quarter of an hour on a laptop CPU. DECODESCOPE_COMPARE_STEPS changes it.
+DEFAULT_STEP_BUDGET = 2048
+LANE_WIDTH = {"soft": 2}           # a beam lane: its number of beams
+
+
+def step_budget() -> int:
+    try:
+        return max(int(os.environ.get("DECODESCOPE_COMPARE_STEPS", DEFAULT_STEP_BUDGET)), 1)
+    except ValueError:
+        return DEFAULT_STEP_BUDGET
 
 st.title(t("compare.title"))
 st.caption(t("compare.intro"))
@@ -52,6 +66,12 @@ LANE_SETTINGS = {
 }
 
 
+def lane_tokens(lanes: list, asked: int) -> int:
+    """New tokens per lane so that all lanes together stay within the step budget."""
+    width = sum(beams if lane == "beam" else LANE_WIDTH.get(lane, 1) for lane in lanes)
+    return max(1, min(asked, step_budget() // max(width, 1)))
+
+
 def lane_name(lane: str) -> str:
     return t(f"compare.name_{lane}", k=top_k, p=f"{top_p:g}", temp=f"{temperature:g}", beams=beams)
 
@@ -70,9 +90,14 @@ if chosen or uploaded is not None:
     needed = list(chosen)
     if "greedy" not in needed and needed:
         needed.append("greedy")          # the reference every lane is compared with
+    new_tokens = lane_tokens(needed, settings.max_new_tokens)
+    if new_tokens < settings.max_new_tokens:
+        st.info(t("compare.capped", n=new_tokens, asked=settings.max_new_tokens, lanes=len(needed),
+                  budget=f"{step_budget():,}"))
     for lane in needed:
         try:
-            config = make_config(settings, {"top_n": 20}, **LANE_SETTINGS[lane]).validate(lm.facts.vocab_size)
+            config = make_config(settings, {"top_n": 20}, max_new_tokens=new_tokens,
+                                 **LANE_SETTINGS[lane]).validate(lm.facts.vocab_size)
             key = (lm.name, settings.prompt, config)
             if key not in cache:
                 with st.spinner(t("compare.running", lane=lane_name(lane))):
@@ -86,7 +111,7 @@ if chosen or uploaded is not None:
                 keep_or_stop(exc, have_previous=True)
                 lanes.append((lane, lane_name(lane), last_good[lane]))
             else:
-                st.error(f"{lane_name(lane)}: {exc}")
+                show_error(f"{lane_name(lane)}: {exc}")
     if uploaded is not None:
         lanes.append(("uploaded", t("compare.name_uploaded", strategy=uploaded.config.strategy), uploaded))
 else:

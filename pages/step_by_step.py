@@ -9,7 +9,7 @@ from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar
+from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, show_error
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -75,7 +75,7 @@ if playing and uploaded is None:
     if not stepper.next():
         S["sbs_playing"] = playing = False
 if S.get("sbs_error"):
-    st.error(S.pop("sbs_error"))
+    show_error(S.pop("sbs_error"))
 
 cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
 cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
@@ -144,7 +144,7 @@ if stepper.can_branch:
         try:
             stepper.branch(picked)
         except DecodeScopeError as exc:
-            st.error(str(exc))
+            show_error(str(exc))
         else:
             if len(stepper.branches) == before and picked == step.chosen_ids[0]:
                 st.info(t("step.branch_same"))

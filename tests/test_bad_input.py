@@ -19,7 +19,7 @@ import pytest
 from engine import ConfigError, DecodeConfig, ModelLoadError, Trace, TraceFormatError, load_model
 from engine import decode
 from engine.trace import MAX_TRACE_BYTES
-from figures.labels import for_html, for_markdown, for_plotly, visible
+from figures.labels import WORD_JOINER, for_html, for_markdown, for_plotly, visible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -345,7 +345,11 @@ def test_hostile_token_texts_load_as_plain_text(good_trace):
     assert Trace.from_json(trace.to_json()) == trace
 
 
-@pytest.mark.parametrize("text", HOSTILE + ["a < b > c", "\"'", "<<>>"])
+ADDRESSES = ["see http://evil.example/p.png or www.evil.example", "write to me@evil.example",
+             "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"]
+
+
+@pytest.mark.parametrize("text", HOSTILE + ["a < b > c", "\"'", "<<>>"] + ADDRESSES)
 def test_label_helpers_leave_no_markup_for_plotly_markdown_or_html(text):
     import html
 
@@ -355,7 +359,8 @@ def test_label_helpers_leave_no_markup_for_plotly_markdown_or_html(text):
     assert "<" not in for_html(text) and '"' not in for_html(text)
     assert html.unescape(for_html(text)) == text
     md = for_markdown(text)
-    assert re.sub(r"\\(.)", r"\1", md) == text                          # backslash escapes only
+    assert re.sub(r"\\(.)", r"\1", md).replace(WORD_JOINER, "") == text    # backslash escapes, joiners only
+    assert not re.search(r"(?i)https?://|www\.|\w@", re.sub(r"\\(.)", r"\1", md))   # no bare address to link
     assert not re.search(r"(?<!\\)[<>$&*_`]", md)
 
 
@@ -489,6 +494,6 @@ def test_cli_reads_the_prompt_from_a_file_and_names_a_bad_file(capsys, monkeypat
     big = tmp_path / "big.txt"
     big.write_bytes(b"a" * (10 * 2**20 + 1))
     assert_one_error_line(cli_in_process(capsys, monkeypatch, "--prompt-file", str(big), model=tiny_folder),
-                          "--prompt-file", "10 MB")
+                          "--prompt-file", "10 MiB")
     both = cli_in_process(capsys, monkeypatch, "--prompt", "Paris", "--prompt-file", str(good), model=tiny_folder)
     assert_one_error_line(both, "--prompt-file", "not allowed with")

@@ -7,13 +7,15 @@ results live in st.session_state.
 from __future__ import annotations
 
 import math
-
+import os
 import threading
 from dataclasses import dataclass
+from urllib.parse import quote_plus
 
 import streamlit as st
 
-from engine import DEFAULT_MODEL, DecodeScopeError, load_model
+from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
+from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
 
@@ -26,42 +28,91 @@ def _models() -> dict:
     return {}
 
 
-def get_lm(name: str = ""):
-    """The loaded model, or None after showing a clear error. Shows a progress bar on the first load."""
-    key = name.strip() or DEFAULT_MODEL
+def offered_models() -> tuple | None:
+    """The models this server offers, from DECODESCOPE_MODELS (comma-separated; `bundled` is the
+    bundled model), or None when any name may be loaded. A shared deployment pins its models so
+    that nobody, and no uploaded file, makes the server fetch or load another."""
+    raw = os.environ.get("DECODESCOPE_MODELS", "").strip()
+    if not raw:
+        return None
+    names = [DEFAULT_MODEL if n.strip().lower() in ("bundled", "default", DEFAULT_MODEL.lower()) else n.strip()
+             for n in raw.split(",") if n.strip()]
+    return tuple(dict.fromkeys(names)) or None
+
+
+def model_key(name: str) -> str:
+    """The name a model is loaded and cached under: an empty box means the server's first model."""
+    name = (name or "").strip()
+    if name == "":
+        offered = offered_models()
+        return offered[0] if offered else DEFAULT_MODEL
+    return DEFAULT_MODEL if name == "default" else name
+
+
+def _load_shared(key: str):
+    """The shared model called `key`, loading it (with a progress bar) on first use."""
     models = _models()
     if key in models:
         return models[key]
+    offered = offered_models()
+    if offered is not None and key not in offered:
+        raise ModelLoadError(t("common.model_not_offered", name=key, models=", ".join(offered)))
     with _load_lock:
         if key not in models:
-            bar = st.progress(0.0, text=t("common.loading_model", name=key))
+            bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
             try:
                 lm = load_model(None if key == DEFAULT_MODEL else key,
-                                progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=msg))
-            except DecodeScopeError as exc:
+                                progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=for_markdown(msg)))
+            finally:
                 bar.empty()
-                st.error(t("common.model_error", error=for_markdown(str(exc))))   # the name may come from a link
-                return None
-            bar.empty()
             for other in [k for k in models if k != DEFAULT_MODEL]:
                 del models[other]          # keep the default plus at most one user model in memory
             models[key] = lm
+            if lm.cache_rebuilt:
+                st.warning(for_markdown(t("common.cache_rebuilt", reason=lm.cache_rebuilt)))
     return models[key]
 
 
-def held_lm(name: str):
-    """The model a trace names, when this server already holds it (or it is the bundled one); else None.
+def get_lm(name: str = ""):
+    """The model this user chose, or None after a clear message.
 
-    An uploaded file names its model; opening a file must never make the server download or
-    load a model a stranger chose (network, memory), so only models in memory are used."""
-    key = name.strip() or DEFAULT_MODEL
-    if key == DEFAULT_MODEL:
-        return get_lm(key)
-    return next((lm for k, lm in list(_models().items()) if key in (k, lm.name)), None)
+    A name that cannot be loaded (or that this server does not offer) is named in the message,
+    and the model this user had before is used again, so the results on screen stay."""
+    key = model_key(name)
+    try:
+        lm = _load_shared(key)
+    except DecodeScopeError as exc:
+        previous = st.session_state.get("_last_model")
+        error = DecodeScopeError(t("common.model_error", error=str(exc)))
+        if previous is None or previous == key:
+            show_error(str(error))
+            return None
+        keep_or_stop(error, have_previous=True)
+        try:
+            return _load_shared(previous)
+        except DecodeScopeError:
+            return None
+    st.session_state["_last_model"] = key
+    return lm
+
+
+def show_error(message: str, box=None) -> None:
+    """An error box that shows `message` literally: a model name, prompt or file name typed by
+    anyone may look like a link or an image in Markdown, and must stay text."""
+    (box or st).error(for_markdown(message))
 
 
 # ---- settings kept in the URL --------------------------------------------------
-URL_PROMPT_LIMIT = 4000     # characters of prompt kept in the URL (and so in a share link)
+URL_PROMPT_LIMIT = 4000     # bytes a prompt may take in the URL, percent-encoded as the address carries it
+PROMPT_LIMIT_BYTES = 8000   # UTF-8 bytes of prompt this server decodes: the first forward pass grows with the
+                            # prompt (30 KB of English, 5,700 tokens, fits the bundled model's 8,192-token context
+                            # and took 95 s on a busy 2-core machine), so a shared server stops well before that
+PROMPT_LIMIT_TOKENS = 2048  # and tokens, once the model is loaded: 6,000 bytes of emoji are about 4,500 tokens
+
+
+def url_bytes(text: str) -> int:
+    """Bytes `text` takes in an address: an emoji is 4 UTF-8 bytes, 12 once percent-encoded."""
+    return len(quote_plus(text, errors="surrogatepass"))
 
 
 def url_value(key: str, default, kind=str):
@@ -128,14 +179,36 @@ def shared_sidebar() -> SharedSettings:
                                value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
                                   value=url_number("max_new_tokens", 24, 1, 1024), key="max_new_tokens")
+    prompt = _prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
-    if len(prompt) <= URL_PROMPT_LIMIT:
+    if url_bytes(prompt) <= URL_PROMPT_LIMIT:
         sync_url(prompt=prompt)
     else:                       # a pasted book does not belong in an address bar or a share link
         st.query_params.pop("prompt", None)
     return settings
+
+
+def _prompt_within_limit(prompt: str, model: str) -> str:
+    """The prompt, or the last one within the limits when this one is over them: refused here, before
+    any forward pass, and the results of the last good prompt stay on screen. Bytes are counted
+    first; tokens too when the model is already loaded (tokenizing takes milliseconds)."""
+    size = len(prompt.encode("utf-8", errors="surrogatepass"))
+    if size > PROMPT_LIMIT_BYTES:
+        problem = t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")
+    else:
+        lm = _models().get(model_key(model))
+        tokens = 0
+        if lm is not None and unpaired_surrogate(prompt) is None:      # (the engine names a lone surrogate)
+            tokens = len(lm.tokenizer(prompt)["input_ids"])
+        if tokens <= PROMPT_LIMIT_TOKENS:
+            st.session_state["_last_good_prompt"] = prompt
+            return prompt
+        problem = t("common.prompt_too_many_tokens", n=f"{tokens:,}", limit=f"{PROMPT_LIMIT_TOKENS:,}")
+    previous = st.session_state.get("_last_good_prompt")
+    keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None)
+    return previous
 
 
 # ---- sidebar extras: model facts and a link to this exact view ---------------------
@@ -185,8 +258,8 @@ def copy_link_control() -> None:
     with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
         st.caption(t("common.copy_link_help"))
         prompt = st.session_state.get("prompt") or ""
-        if len(prompt) > URL_PROMPT_LIMIT:
-            st.warning(t("common.copy_link_no_prompt", n=f"{len(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
+        if url_bytes(prompt) > URL_PROMPT_LIMIT:
+            st.warning(t("common.copy_link_no_prompt", n=f"{url_bytes(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
         st.code(share_link(), language=None, wrap_lines=True)
 
 
@@ -197,7 +270,7 @@ def keep_or_stop(exc: Exception, have_previous: bool) -> None:
     is shown once per run, however many computations it stopped."""
     shown = st.session_state.setdefault("_errors_shown", set())      # emptied by shared_sidebar each run
     if str(exc) not in shown:
-        st.error(str(exc))
+        show_error(str(exc))
         shown.add(str(exc))
     if not have_previous:
         st.stop()

@@ -25,6 +25,17 @@ PARAMS = (
     ("tau", 1.0, float),
     ("top_n", 20, int),
 )
+# the range of each numeric control; a value from the URL is held inside it, shown or not
+RANGES = {
+    "temperature": (0.05, 3.0), "top_k": (0, 1000), "top_p": (0.01, 1.0), "min_p": (0.0, 0.5),
+    "repetition_penalty": (0.5, 2.0), "num_beams": (1, 8), "length_penalty": (-2.0, 3.0), "tau": (0.05, 3.0),
+    "top_n": (5, 50),
+}
+
+
+def _from_url(key: str, default, kind=float):
+    """A numeric parameter from session state or the URL, held inside its control's range."""
+    return url_number(key, default, *RANGES[key], kind)
 
 
 def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
@@ -41,35 +52,36 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
     strategy = values["strategy"]
     cols = box.columns(4)
     if strategy in WARPED_STRATEGIES:
-        values["temperature"] = cols[0].slider(t("step.temperature"), 0.05, 3.0, step=0.05, key="temperature",
-                                               value=url_number("temperature", 1.0, 0.05, 3.0, float),
+        values["temperature"] = cols[0].slider(t("step.temperature"), *RANGES["temperature"], step=0.05,
+                                               key="temperature", value=_from_url("temperature", 1.0),
                                                help=t("step.temperature_help"))
-        values["top_k"] = cols[1].number_input(t("step.top_k"), 0, 1000, step=1, key="top_k",
-                                               value=url_number("top_k", 0, 0, 1000, int), help=t("step.top_k_help"))
-        values["top_p"] = cols[2].slider(t("step.top_p"), 0.01, 1.0, step=0.01, key="top_p",
-                                         value=url_number("top_p", 1.0, 0.01, 1.0, float), help=t("step.top_p_help"))
-        values["min_p"] = cols[3].slider(t("step.min_p"), 0.0, 0.5, step=0.01, key="min_p",
-                                         value=url_number("min_p", 0.0, 0.0, 0.5, float), help=t("step.min_p_help"))
+        values["top_k"] = cols[1].number_input(t("step.top_k"), *RANGES["top_k"], step=1, key="top_k",
+                                               value=_from_url("top_k", 0, int), help=t("step.top_k_help"))
+        values["top_p"] = cols[2].slider(t("step.top_p"), *RANGES["top_p"], step=0.01, key="top_p",
+                                         value=_from_url("top_p", 1.0), help=t("step.top_p_help"))
+        values["min_p"] = cols[3].slider(t("step.min_p"), *RANGES["min_p"], step=0.01, key="min_p",
+                                         value=_from_url("min_p", 0.0), help=t("step.min_p_help"))
         if strategy == "gumbel":
-            values["tau"] = box.slider(t("step.tau"), 0.05, 3.0, step=0.05, key="tau",
-                                       value=url_number("tau", 1.0, 0.05, 3.0, float))
+            values["tau"] = box.slider(t("step.tau"), *RANGES["tau"], step=0.05, key="tau",
+                                       value=_from_url("tau", 1.0))
     elif strategy == "beam":
-        values["num_beams"] = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
-                                             value=url_number("num_beams", 4, 1, 8, int), help=t("step.num_beams_help"))
-        values["length_penalty"] = cols[1].slider(t("step.length_penalty"), -2.0, 3.0, step=0.1, key="length_penalty",
-                                                  value=url_number("length_penalty", 1.0, -2.0, 3.0, float),
+        values["num_beams"] = cols[0].slider(t("step.num_beams"), *RANGES["num_beams"], key="num_beams",
+                                             value=_from_url("num_beams", 4, int), help=t("step.num_beams_help"))
+        values["length_penalty"] = cols[1].slider(t("step.length_penalty"), *RANGES["length_penalty"], step=0.1,
+                                                  key="length_penalty", value=_from_url("length_penalty", 1.0),
                                                   help=t("step.length_penalty_help"))
     with box.expander(t("step.more_settings")):
-        values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), 0.5, 2.0, step=0.05,
+        values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), *RANGES["repetition_penalty"], step=0.05,
                                                  key="repetition_penalty",
-                                                 value=url_number("repetition_penalty", 1.0, 0.5, 2.0, float),
+                                                 value=_from_url("repetition_penalty", 1.0),
                                                  help=t("step.repetition_penalty_help"))
-        values["top_n"] = st.slider(t("step.top_n"), 5, 50, key="top_n", value=url_number("top_n", 20, 5, 50, int),
+        values["top_n"] = st.slider(t("step.top_n"), *RANGES["top_n"], key="top_n", value=_from_url("top_n", 20, int),
                                     help=t("step.top_n_help"))
-    # hidden parameters keep their URL value, so switching back restores them
+    # hidden parameters keep their URL value, so switching back restores them; a value no control
+    # would allow (num_beams=-3 while greedy is shown) is held inside the control's range, as if shown
     for key, default, kind in PARAMS:
         if key not in values:
-            values[key] = url_value(key, default, kind)
+            values[key] = _from_url(key, default, kind) if key in RANGES else url_value(key, default, kind)
     sync_url(**{k: values[k] for k, _, _ in PARAMS})
     return values
 

@@ -188,7 +188,7 @@ def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix:
                                  "without": replay_summary(trace, without, step, sequence),
                                  "kept": replay_summary(trace, kept, step, sequence)}
             except DecodeScopeError as exc:
-                st.error(str(exc))
+                st.error(for_markdown(str(exc)))
     if trace.config.strategy in FEEDBACK_STRATEGIES:
         st.caption(t("explain.replay_soft"))
     result = S.get(result_key)
@@ -197,12 +197,16 @@ def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix:
 
 
 def _shared_model(name: str):
-    from ui.session import held_lm
+    """The model a recorded trace names, only when it is the model this user chose: a file must
+    never make the server fetch or load a model (nor push another user's model out of memory)."""
+    from ui.session import get_lm, model_key
 
-    lm = held_lm(name)
-    if lm is None:
-        st.info(t("explain.replay_needs_model", model=for_markdown(name)))
-    return lm
+    chosen = model_key(st.session_state.get("model", ""))
+    if model_key(name) != chosen:
+        st.error(for_markdown(t("explain.replay_other_model", model=name, chosen=chosen)))
+        return None
+    lm = get_lm(chosen)
+    return lm if lm is not None and lm.name == model_key(name) else None
 
 
 def _replay_result(loop, without: dict, kept: dict, step: int) -> None:

@@ -1,0 +1,237 @@
+"""The bundled model's safetensors cache: checked on every load, rebuilt when damaged, never half-read.
+
+Most tests run the bundled-model path of load_model on the tiny random Llama: its
+de-quantising step returns the tiny model, and the cache lives in a temporary
+DECODESCOPE_CACHE. The reference for "the model works" is the tiny model's own logits,
+computed here. One test damages a COPY of the real cache (the real one is never touched).
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import engine.model
+from engine import load_model
+from engine.model import MARKER, check_marker, write_marker
+from tiny_models import tiny_llama
+
+ROOT = Path(__file__).resolve().parent.parent
+WEIGHTS = "model.safetensors"
+
+
+@pytest.fixture
+def fake_bundled(monkeypatch, tmp_path):
+    """(cache folder, de-quantise calls): the bundled path of load_model on the tiny Llama."""
+    monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
+    target = tmp_path / "cache" / "tiny-bundled-v1-1234"
+    monkeypatch.setattr(engine.model, "bundled_cache_dir", lambda: target)
+    calls = []
+
+    def dequantise(report):
+        calls.append(1)
+        lm = tiny_llama()
+        return lm.model, lm.tokenizer
+
+    monkeypatch.setattr(engine.model, "_dequantise", dequantise)
+    return target, calls
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The tiny Llama's next-token logits for a fixed prompt, from the model built in memory."""
+    lm = tiny_llama()
+    ids = torch.tensor([lm.tokenizer("Greedy decoding picks the most likely token")["input_ids"]])
+    with torch.no_grad():
+        return ids, lm.model(input_ids=ids).logits
+
+
+def works_like_the_tiny_model(lm, reference) -> bool:
+    ids, logits = reference
+    with torch.no_grad():
+        return torch.allclose(lm.model(input_ids=ids).logits, logits, atol=1e-5)
+
+
+def load_recording():
+    messages = []
+    lm = load_model(progress=lambda fraction, message: messages.append(message))
+    return lm, messages
+
+
+def test_the_first_load_writes_a_sealed_cache_and_the_next_reads_it(fake_bundled, reference):
+    target, calls = fake_bundled
+    first = load_model()
+    assert calls == [1] and not first.from_cache and first.cache_rebuilt == ""
+    assert check_marker(target) is True
+    listed = (target / MARKER).read_text()
+    for name in (WEIGHTS, "config.json", "tokenizer.json"):
+        assert name in listed and f'"bytes": {(target / name).stat().st_size}' in listed
+
+    second = load_model()
+    assert calls == [1], "a whole cache was rebuilt"
+    assert second.from_cache and second.cache_rebuilt == ""
+    assert works_like_the_tiny_model(second, reference)
+
+
+def cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def overwrite(path: Path, at: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        fh.write(data)
+
+
+DAMAGE = {   # name -> (what is done to the cache folder, a word the reason must contain)
+    "cut weights": (lambda d: cut(d / WEIGHTS), WEIGHTS),
+    "emptied weights": (lambda d: (d / WEIGHTS).write_bytes(b""), WEIGHTS),
+    "bad header": (lambda d: overwrite(d / WEIGHTS, 0, b"\xff" * 16), WEIGHTS),
+    "random bytes over the weights": (
+        lambda d: overwrite(d / WEIGHTS, 0, random.Random(0).randbytes((d / WEIGHTS).stat().st_size)), WEIGHTS),
+    "missing config.json": (lambda d: (d / "config.json").unlink(), "config.json"),
+    "broken tokenizer.json": (lambda d: overwrite(d / "tokenizer.json", 0, b"{{{{"), "tokenizer.json"),
+    "garbage marker": (lambda d: (d / MARKER).write_bytes(b"\x00\xffnot a list"), MARKER),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_cache_is_found_rebuilt_and_said(fake_bundled, reference, damage):
+    target, calls = fake_bundled
+    load_model()
+    harm, word = DAMAGE[damage]
+    harm(target)
+
+    lm, messages = load_recording()
+    assert calls == [1, 1], "the damaged cache was not rebuilt"
+    assert word in lm.cache_rebuilt, lm.cache_rebuilt
+    assert any("damaged" in m and word in m for m in messages), messages
+    assert works_like_the_tiny_model(lm, reference)
+    assert check_marker(target) is True            # whole again: the next load reads it
+    again = load_model()
+    assert again.from_cache and calls == [1, 1]
+
+
+def test_weights_that_give_nan_are_found_by_the_probe(fake_bundled, reference):
+    """A file whose checksum matches but whose numbers are NaN (written that way) still gets rebuilt."""
+    from safetensors.torch import load_file, save_file
+
+    target, calls = fake_bundled
+    load_model()
+    state = load_file(target / WEIGHTS)
+    name = next(k for k in state if "embed_tokens" in k)
+    state[name][:] = float("nan")
+    save_file(state, str(target / WEIGHTS), metadata={"format": "pt"})
+    write_marker(target)
+
+    lm = load_model()
+    assert calls == [1, 1] and "non-finite" in lm.cache_rebuilt
+    assert works_like_the_tiny_model(lm, reference)
+
+
+def test_a_cache_from_before_checksums_is_probed_and_sealed(fake_bundled, reference):
+    target, calls = fake_bundled
+    load_model()
+    (target / MARKER).write_text("ok\n")          # what earlier versions wrote
+    lm = load_model()
+    assert lm.from_cache and calls == [1]
+    assert works_like_the_tiny_model(lm, reference)
+    assert check_marker(target) is True
+
+
+def test_an_old_style_cache_with_garbage_weights_is_rebuilt(fake_bundled, reference):
+    """No checksum to compare: the forward-pass probe finds the random weights (the header is intact)."""
+    target, calls = fake_bundled
+    load_model()
+    (target / MARKER).write_text("ok\n")
+    header = 8 + int.from_bytes((target / WEIGHTS).read_bytes()[:8], "little")
+    body = (target / WEIGHTS).stat().st_size - header
+    overwrite(target / WEIGHTS, header, random.Random(1).randbytes(body))
+    lm = load_model()
+    assert calls == [1, 1] and lm.cache_rebuilt
+    assert works_like_the_tiny_model(lm, reference)
+
+
+def test_partial_folders_left_by_dead_writers_are_removed(fake_bundled):
+    target, _ = fake_bundled
+    target.parent.mkdir(parents=True)
+    dead = target.parent / f"{target.name}.partial-999999999-abc"          # above any pid_max
+    live = target.parent / f"{target.name}.partial-{os.getpid()}-def"      # this process: a write in progress
+    old = target.parent / f"{target.name}.partial-xyz"                     # no pid, two hours old
+    for folder in (dead, live, old):
+        folder.mkdir()
+        (folder / WEIGHTS).write_bytes(b"\0" * 1000)
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    load_model()
+    assert not dead.exists() and not old.exists()
+    assert live.exists()
+
+
+KILLED_WRITER = """
+import os, signal, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from pathlib import Path
+import safetensors.torch
+import engine.model
+from tiny_models import tiny_llama
+
+def save_then_die(state, path, metadata=None):
+    Path(path).write_bytes(b"half a file")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+safetensors.torch.save_file = save_then_die
+lm = tiny_llama()
+engine.model._write_cache(lm.model, lm.tokenizer, Path({target!r}))
+"""
+
+
+def test_a_write_killed_by_sigkill_leaves_a_partial_that_the_next_load_removes(fake_bundled, reference):
+    target, calls = fake_bundled
+    code = KILLED_WRITER.format(root=str(ROOT), tests=str(ROOT / "tests"), target=str(target))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == -9, result.stderr[-2000:]
+    partials = list(target.parent.glob("*.partial-*"))
+    assert len(partials) == 1 and not target.exists()
+
+    lm = load_model()
+    assert not partials[0].exists()
+    assert [p.name for p in target.parent.iterdir()] == [target.name]
+    assert calls == [1] and works_like_the_tiny_model(lm, reference)
+
+
+# ---- the real bundled model: a damaged COPY of its cache --------------------------------------------
+@pytest.mark.bundled
+def test_the_real_cache_damaged_by_64_mb_of_random_bytes_is_rebuilt_quietly(bundled, tmp_path, monkeypatch, capfd):
+    """64 MB of random bytes in the middle of the weights (same size): found by the checksum, rebuilt from
+    the GGUF file with our progress lines only (the GGUF reader's own bar stays off), and the result
+    decodes like the bundled model loaded from the real cache."""
+    real = engine.model.bundled_cache_dir()
+    assert (real / MARKER).is_file()
+    monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path))
+    copy = engine.model.bundled_cache_dir()
+    assert copy.parent == tmp_path
+    shutil.copytree(real, copy)
+    if not check_marker(copy):
+        write_marker(copy)
+    size = (copy / WEIGHTS).stat().st_size
+    overwrite(copy / WEIGHTS, size // 2, random.Random(2).randbytes(64 * 2**20))
+    assert (copy / WEIGHTS).stat().st_size == size
+
+    capfd.readouterr()
+    lm, messages = load_recording()
+    err = capfd.readouterr().err
+    assert WEIGHTS in lm.cache_rebuilt and "checksum" in lm.cache_rebuilt
+    assert "de-quantizing" not in err.lower() and "it/s" not in err, err[-2000:]
+    assert any("first run" in m for m in messages)
+    ids = torch.tensor([bundled.tokenizer("The capital of France is")["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(lm.model(input_ids=ids).logits, bundled.model(input_ids=ids).logits, atol=1e-4)
+    assert check_marker(copy) is True

@@ -1,0 +1,92 @@
+"""How `make run` serves the app: on localhost only unless HOST says otherwise, and with no file
+watcher (Streamlit's watcher puts an inotify watch on every folder under the app, .venv included,
+and floods the log with "Inotify queue overflowed" while anything is installed or tested).
+
+The server is started with the very command line `make -n run` prints, with this Python.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_run_command(*variables: str) -> list:
+    """The streamlit command `make run` would start (a dry run: nothing is installed or started)."""
+    out = subprocess.run(["make", "-n", "run", *variables], cwd=ROOT, capture_output=True, text=True, check=True)
+    line = next(line for line in out.stdout.splitlines() if "streamlit run app.py" in line)
+    return shlex.split(line)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def inotify_watches(pid: int) -> int:
+    watches = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if "inotify" in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                    watches += sum(line.startswith("inotify wd:") for line in info)
+        except OSError:
+            continue
+    return watches
+
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc for inotify watches")
+
+
+def test_make_run_serves_localhost_and_host_opens_it_to_a_room():
+    assert make_run_command()[make_run_command().index("--server.address") + 1] == "localhost"
+    room = make_run_command("HOST=0.0.0.0")
+    assert room[room.index("--server.address") + 1] == "0.0.0.0"
+
+
+def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tmp_path):
+    import websockets
+
+    port = free_port()
+    command = make_run_command(f"PORT={port}")
+    assert command[0].endswith("streamlit")
+    command = [sys.executable, "-m", "streamlit", *command[1:], "--server.headless", "true"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text(errors="replace")[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.5)
+
+        async def session_watches() -> int:
+            # Streamlit starts watching files when a browser session connects
+            async with websockets.connect(f"ws://localhost:{port}/_stcore/stream", subprotocols=["streamlit"]):
+                await asyncio.sleep(3)
+                return inotify_watches(proc.pid)
+
+        assert asyncio.run(session_watches()) == 0
+        listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet") if c.status == "LISTEN"}
+        assert listening and listening <= {"127.0.0.1", "::1"}, listening
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
