@@ -21,7 +21,8 @@ from .config import DecodeConfig
 from .errors import ConfigError
 from .kv import cache_size
 from .record import candidates_record, feedback_record, kv_record
-from .shaping import build_processors, shape
+from .shaping import build_processors
+from .stages import staged_scores, stages_record
 from .tokens import encode_prompt
 from .trace import Sequence, Step, Trace
 
@@ -92,7 +93,8 @@ class Decoder:
         _, rows, nbytes = cache_size(self._past)
 
         logits = out.logits[0, -1].to(torch.float32)
-        shaped = shape(self.processors, context, logits[None])[0]
+        staged = staged_scores(self.processors, context, logits[None])   # each processor in turn
+        shaped = staged[-1][0] if staged else logits.clone()
         token, feedback, next_input = self._choose(shaped)
         if index in self.forced:
             token = self.forced[index]
@@ -104,11 +106,13 @@ class Decoder:
         self._next_input = next_input
 
         dist = candidates_record(lm, logits, shaped, config.top_n, must_include=(token,))
+        stages = stages_record(lm.token_texts, self.processors, logits, staged,
+                               [c.token_id for c in dist["candidates"]])
         kv = kv_record(lm.facts.kv_bytes_per_token, rows, nbytes, 1, appended, 0, [context[0].tolist()])
         self.generated.append(token)
         self.logprobs.append(float(torch.log_softmax(logits, -1)[token]))
         step = Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
-                    kv=kv, seconds=time.perf_counter() - t0, **dist)
+                    kv=kv, seconds=time.perf_counter() - t0, stages=stages, **dist)
         self.steps.append(step)
         if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
             self.finished = True

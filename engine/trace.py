@@ -66,6 +66,28 @@ class KVStep:
 
 
 @dataclass(frozen=True)
+class StageToken:
+    token_id: int
+    text: str
+    prob: float          # probability in the distribution the stage received
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The distribution after one logits processor, in the order transformers applies them."""
+    name: str            # repetition_penalty | temperature | top_k | top_p | min_p
+    value: float         # the setting (1.3, 0.7, 50, 0.9, 0.05)
+    kept_count: int      # tokens still possible after this stage
+    cut_count: int       # tokens this stage removed
+    removed_mass: float  # probability mass, in the distribution it received, of the tokens it removed
+    probs: list          # renormalised probability of each of the step's candidates, in their order
+    top_id: int          # top-1 token after this stage
+    top_text: str
+    top_prob: float
+    cut: list = field(default_factory=list)   # [StageToken] the first tokens it removed, in rank order
+
+
+@dataclass(frozen=True)
 class Step:
     index: int                      # 0 = the first generated token
     candidates: list                # [Candidate] top-N, for beams: of the best running beam
@@ -79,6 +101,7 @@ class Step:
     kv: KVStep | None = None
     beam_node_ids: list = field(default_factory=list)   # running beams' node ids after this step
     seconds: float = 0.0            # wall time of this step's forward pass and choice
+    stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
 
 
 @dataclass(frozen=True)
@@ -256,6 +279,17 @@ def _kv(d) -> KVStep | None:
                   beam_rows=[_int(x) for x in _list(d["beam_rows"])])
 
 
+def _stage_token(d) -> StageToken:
+    return StageToken(token_id=_int(d["token_id"]), text=_str(d["text"]), prob=_num(d["prob"]))
+
+
+def _stage(d) -> Stage:
+    return Stage(name=_str(d["name"]), value=_num(d["value"]), kept_count=_int(d["kept_count"]),
+                 cut_count=_int(d["cut_count"]), removed_mass=_num(d["removed_mass"]),
+                 probs=[_num(x) for x in _list(d["probs"])], top_id=_int(d["top_id"]), top_text=_str(d["top_text"]),
+                 top_prob=_num(d["top_prob"]), cut=[_stage_token(x) for x in _list(d.get("cut", []))])
+
+
 def _step(d) -> Step:
     return Step(index=_int(d["index"]), candidates=[_candidate(c) for c in _list(d["candidates"])],
                 entropy=_num(d["entropy"]), shaped_entropy=_num(d["shaped_entropy"]),
@@ -264,7 +298,8 @@ def _step(d) -> Step:
                 chosen_texts=[_str(x) for x in _list(d["chosen_texts"])],
                 feedback=_feedback(d.get("feedback")), kv=_kv(d.get("kv")),
                 beam_node_ids=[_int(x) for x in _list(d.get("beam_node_ids", []))],
-                seconds=_num(d.get("seconds", 0.0)))
+                seconds=_num(d.get("seconds", 0.0)),
+                stages=[_stage(x) for x in _list(d.get("stages", []))])
 
 
 def _node(d) -> Node:
