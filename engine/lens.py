@@ -1,0 +1,142 @@
+"""Logit lens: read the next-token candidates out of every layer's residual stream.
+
+The residual stream after layer l is passed through the model's own final norm and
+unembedding, exactly as the last layer's output is. Skipping the norm reads the raw
+stream, whose scale grows from layer to layer, and gives distributions the model never
+computes. Row 0 is the embedding output, row L the last layer's output: the lens at
+row L is the model's own logits, and `Lens.matches_model` checks that it is.
+
+It needs the model (one forward pass over the sequence, no decoding) and reads token
+ids, so it applies to runs that fed tokens back (not soft or mixture Gumbel runs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import ConfigError
+from .tokens import encode_prompt
+
+NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "layer_norm")
+CHUNK = 64          # positions projected onto the vocabulary at once (a [64, vocab] block per layer)
+MATCH_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class LensCell:
+    """One layer at one step."""
+    top_ids: list        # the layer's top tokens, best first
+    top_texts: list
+    top_probs: list
+    chosen_prob: float   # probability of the token the run chose
+    chosen_rank: int     # its rank at this layer (1 = top)
+
+
+@dataclass(frozen=True)
+class Lens:
+    steps: list          # step index of each column
+    chosen_ids: list     # token chosen at each step
+    chosen_texts: list
+    cells: list          # [layer][column] LensCell; layer 0 = embeddings, layer L = last layer
+    max_diff: float      # largest |lens at the last layer - model logits|
+
+    @property
+    def layers(self) -> int:
+        return len(self.cells)
+
+    @property
+    def matches_model(self) -> bool:
+        return self.max_diff <= MATCH_TOLERANCE
+
+    def first_top_layer(self, column: int) -> int | None:
+        """The first layer where the chosen token is the top candidate, or None if no layer has it on top."""
+        for layer, row in enumerate(self.cells):
+            if row[column].chosen_rank == 1:
+                return layer
+        return None
+
+    def column_of(self, step: int) -> int | None:
+        return self.steps.index(step) if step in self.steps else None
+
+
+def final_norm(model):
+    """The norm the model applies after its last layer, found by the names transformers uses."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    for owner in (decoder, getattr(model, "base_model", None), model):
+        for name in NORM_NAMES:
+            module = getattr(owner, name, None) if owner is not None else None
+            if isinstance(module, torch.nn.Module):
+                return module
+    raise ConfigError("model", f"lens: cannot find the final norm of {type(model).__name__}")
+
+
+@torch.inference_mode()
+def residual_streams(lm, token_ids: list) -> tuple:
+    """(streams [layers + 1, positions, hidden] before the final norm, the model's logits [positions, vocab])."""
+    model = lm.model
+    norm = final_norm(model)
+    captured = []
+    handle = norm.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    try:
+        out = model(input_ids=torch.tensor([token_ids]), output_hidden_states=True, use_cache=False)
+    finally:
+        handle.remove()
+    if not captured or out.hidden_states is None:
+        raise ConfigError("model", f"lens: {type(model).__name__} does not report its hidden states")
+    # hidden_states[-1] is already normed by the model; the final norm's input is the last residual stream
+    streams = list(out.hidden_states[:-1]) + [captured[-1]]
+    return torch.stack([s[0] for s in streams]).float(), out.logits[0].float()
+
+
+def read_lens(lm, token_ids: list, positions: list, chosen: list | None = None, top: int = 5) -> Lens:
+    """Lens of the predictions made at `positions` of `token_ids`; chosen[i] is the token taken there
+    (default: the model's own top token at the last layer)."""
+    streams, logits = residual_streams(lm, token_ids)
+    norm, head = final_norm(lm.model), lm.model.get_output_embeddings()
+    index = torch.tensor(positions, dtype=torch.long)
+    if chosen is None:
+        chosen = logits[index].argmax(-1).tolist()
+    chosen_t = torch.tensor(chosen, dtype=torch.long)
+    cells, max_diff = [], 0.0
+    with torch.inference_mode():
+        for layer in range(streams.shape[0]):
+            row = []
+            for start in range(0, len(positions), CHUNK):
+                part = index[start:start + CHUNK]
+                layer_logits = head(norm(streams[layer, part].to(head.weight.dtype))).float()
+                if layer == streams.shape[0] - 1:
+                    max_diff = max(max_diff, float((layer_logits - logits[part]).abs().max()))
+                probs = torch.softmax(layer_logits, -1)
+                best = torch.topk(probs, k=min(top, probs.shape[-1]))
+                picked = chosen_t[start:start + CHUNK]
+                picked_logit = layer_logits.gather(1, picked[:, None])
+                ranks = (layer_logits > picked_logit).sum(-1) + 1
+                for i in range(len(part)):
+                    ids = best.indices[i].tolist()
+                    row.append(LensCell(top_ids=ids, top_texts=[lm.token_texts[t] for t in ids],
+                                        top_probs=best.values[i].tolist(), chosen_prob=float(probs[i, picked[i]]),
+                                        chosen_rank=int(ranks[i])))
+            cells.append(row)
+    return Lens(steps=list(range(len(positions))), chosen_ids=list(chosen),
+                chosen_texts=[lm.token_texts[t] for t in chosen], cells=cells, max_diff=max_diff)
+
+
+def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5) -> Lens:
+    """The lens at every generated step of one of the trace's sequences."""
+    config = trace.config
+    if config.strategy == "soft" or (config.strategy == "gumbel" and not config.hard):
+        raise ConfigError("strategy", "lens: this run fed back mixtures of embeddings, not tokens, so its "
+                                      "layers cannot be re-read from the token ids; use another strategy")
+    generated = list(trace.sequences[sequence].token_ids)
+    if not generated:
+        raise ConfigError("steps", "lens: the run has no generated tokens yet")
+    ids = list(trace.prompt_token_ids) + generated
+    first = len(trace.prompt_token_ids) - 1
+    return read_lens(lm, ids, [first + s for s in range(len(generated))], generated, top)
+
+
+def lens_next(lm, prompt: str, chat: bool = False, top: int = 5) -> Lens:
+    """The lens for the next token after `prompt` (the token greedy decoding would take)."""
+    ids = encode_prompt(lm, prompt, chat, 1)
+    return read_lens(lm, ids, [len(ids) - 1], None, top)
