@@ -8,8 +8,10 @@ run's top-k and repetition penalty kept. No decoding happens: only the step's
 recorded logits are reshaped.
 
 A trace records the top-N candidates, not the whole vocabulary. The probability mass
-they leave out (usually tiny at a loop) is spread evenly over the unrecorded tokens:
-a stated assumption, reported as `recorded_mass` (1.0 means the grid is exact).
+they leave out (usually small at a loop) is spread evenly over the unrecorded tokens:
+a stated assumption, reported as `recorded_mass` (1.0 means the grid is exact). With
+the model at hand, `step_logits` reads the step's full logits with one forward pass
+over the text up to that step (still no decoding) and the grid is exact.
 """
 from __future__ import annotations
 
@@ -77,9 +79,10 @@ def completed_logits(step, vocab_size: int | None) -> tuple:
     return torch.tensor(logits, dtype=torch.float32), ids, min(recorded, 1.0)
 
 
-def reshaped(scores: torch.Tensor, ids: list, context: list, config) -> torch.Tensor:
-    """Probabilities after the processors `generate` builds for `config` (the penalty sees recorded tokens only)."""
-    position = {t: i for i, t in enumerate(ids) if t >= 0}
+def reshaped(scores: torch.Tensor, position: dict, context: list, config) -> torch.Tensor:
+    """Probabilities after the processors `generate` builds for `config`.
+
+    position maps a token id to its index in `scores`; the penalty sees the recorded tokens only."""
     seen = [position[t] for t in context if t in position]
     if not seen:
         config = config.replace(repetition_penalty=1.0)      # nothing recorded in the context to penalise
@@ -88,17 +91,32 @@ def reshaped(scores: torch.Tensor, ids: list, context: list, config) -> torch.Te
     return torch.softmax(shaped, -1)
 
 
-def escape_probability(scores: torch.Tensor, ids: list, token_id: int, context: list, config) -> float:
+def escape_probability(scores: torch.Tensor, position: dict, token_id: int, context: list, config) -> float:
     """1 - p(token_id) under `config`'s shaping; for greedy, 1 if the shaped argmax is another token, else 0."""
-    probs = reshaped(scores, ids, context, config)
-    position = ids.index(token_id)
+    probs = reshaped(scores, position, context, config)
     if config.strategy == "greedy":
-        return 0.0 if int(probs.argmax()) == position else 1.0
-    return 1.0 - float(probs[position])
+        return 0.0 if int(probs.argmax()) == position[token_id] else 1.0
+    return 1.0 - float(probs[position[token_id]])
 
 
-def escape_grid(trace, sequence: int = 0, temperatures=TEMPERATURES, columns=COLUMNS) -> EscapeGrid | None:
-    """The grid for the trace's first loop, or None when there is no loop or the run did not draw tokens."""
+@torch.inference_mode()
+def step_logits(lm, trace, step: int, sequence: int = 0) -> torch.Tensor:
+    """The full raw logits [vocab] the model gives at `step` of the sequence: one forward pass, no decoding."""
+    ids = list(trace.prompt_token_ids) + list(trace.sequences[sequence].token_ids)[:step]
+    return lm.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+
+
+def loop_step(trace, sequence: int = 0) -> int | None:
+    """The step escape_grid reads: the first loop's first repeated step, if the trace has one."""
+    found = first_repeat(list(trace.sequences[sequence].token_ids))
+    return None if found is None or found[0] >= len(trace.steps) else found[0]
+
+
+def escape_grid(trace, sequence: int = 0, logits: torch.Tensor | None = None, temperatures=TEMPERATURES,
+                columns=COLUMNS) -> EscapeGrid | None:
+    """The grid for the trace's first loop, or None when there is no loop or the run did not draw tokens.
+
+    logits: the full raw logits at the loop step (step_logits); without them the recorded candidates are used."""
     if trace.config.strategy not in TOKEN_STRATEGIES:
         return None
     ids = list(trace.sequences[sequence].token_ids)
@@ -107,17 +125,21 @@ def escape_grid(trace, sequence: int = 0, temperatures=TEMPERATURES, columns=COL
         return None
     at, token = found
     step = trace.steps[at]
-    if not any(c.token_id == token for c in step.candidates):
+    if logits is None and not any(c.token_id == token for c in step.candidates):
         return None
-    scores, score_ids, recorded = completed_logits(step, trace.model_facts.get("vocab_size"))
+    if logits is not None:
+        scores, score_ids, recorded = logits.float(), list(range(logits.shape[-1])), 1.0
+    else:
+        scores, score_ids, recorded = completed_logits(step, trace.model_facts.get("vocab_size"))
     context = list(trace.prompt_token_ids) + ids[:at]
+    position = {t: i for i, t in enumerate(score_ids) if t >= 0}
     base = trace.config
     sampling = base.replace(strategy="sample")
-    probs = [[escape_probability(scores, score_ids, token, context,
+    probs = [[escape_probability(scores, position, token, context,
                                  sampling.replace(temperature=t, top_p=v if k == "top_p" else 1.0,
                                                   min_p=v if k == "min_p" else 0.0))
               for k, v in columns] for t in temperatures]
-    run_prob = escape_probability(scores, score_ids, token, context, base)
-    text = next(c.text for c in step.candidates if c.token_id == token)
+    run_prob = escape_probability(scores, position, token, context, base)
+    text = step.chosen_texts[0] if step.chosen_ids and step.chosen_ids[0] == token else str(token)
     return EscapeGrid(step=at, token_id=token, text=text, temperatures=list(temperatures), columns=list(columns),
                       probs=probs, run_prob=run_prob, recorded_mass=recorded)

@@ -209,7 +209,7 @@ def _decode_with(better, step_index):
     S["sbs_goto"] = step_index
 
 
-render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with)
+render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
 
 st.divider()
 export_bar(trace, fig, "step-by-step", key="sbs_export")

@@ -5,6 +5,7 @@ import dataclasses
 import math
 
 import pytest
+import torch
 
 from engine.escape import escape_grid
 from test_explain import confident, make_step, make_trace
@@ -83,3 +84,40 @@ def test_no_loop_or_no_token_draw_gives_no_grid():
     assert escape_grid(make_trace([confident(i, 40 + i) for i in range(10)])) is None
     step = make_step(9, list(zip([20, 31, 32, 33], P)), chosen=20)
     assert escape_grid(loop_with(step, vocab_size=4, strategy="soft")) is None
+
+
+# ---- with the model: the step's full logits -------------------------------------------------
+def by_hand(logits, token, temperature, kind, value):
+    """Sampling at `temperature` with one cut-off, written out: sort, keep, renormalise."""
+    probs = (logits / temperature).softmax(-1)
+    keep = probs > 0
+    if kind == "top_p":          # the smallest set of most likely tokens whose mass reaches value
+        ordered, order = probs.sort(descending=True)
+        before = ordered.cumsum(0) - ordered
+        keep = torch.zeros_like(keep)
+        keep[order[before < value]] = True
+    elif kind == "min_p":
+        keep = probs >= value * probs.max()
+    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    return 1 - float(kept[token] / kept.sum())
+
+
+def test_full_logits_make_the_grid_exact(llama):
+    from engine import DecodeConfig, decode
+    from engine.escape import step_logits
+
+    trace = decode(llama, "The capital of France is", DecodeConfig(max_new_tokens=8))
+    estimate = escape_grid(trace)
+    logits = step_logits(llama, trace, estimate.step)
+    ids = trace.prompt_token_ids + trace.best.token_ids[:estimate.step]
+    with torch.no_grad():
+        independent = llama.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    exact = escape_grid(trace, logits=logits)
+    assert exact.recorded_mass == 1.0 and estimate.recorded_mass < 1.0
+    for r, temperature in enumerate(exact.temperatures):
+        for c, (kind, value) in enumerate(exact.columns):
+            assert exact.probs[r][c] == pytest.approx(by_hand(independent, exact.token_id, temperature, kind, value),
+                                                      abs=1e-4), (temperature, kind, value)
+    # at temperature 1 with no cut-off, spreading the unrecorded mass changes nothing: the estimate is exact there
+    one = exact.temperatures.index(1.0)
+    assert estimate.probs[one][0] == pytest.approx(exact.probs[one][0], abs=1e-5)

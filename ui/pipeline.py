@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.escape import escape_grid
+from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
 from engine.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
@@ -96,17 +96,27 @@ def render_lens(lm, trace, cursor: int, key: str) -> None:
         st.plotly_chart(sized(lens_figure(lens, current=cursor, texts=words)), key=f"{key}_fig", width="stretch")
 
 
-def render_escape(trace, key: str, can_decode: bool, on_decode=None) -> None:
+def render_escape(trace, key: str, can_decode: bool, on_decode=None, lm=None) -> None:
     """When the run loops: the escape grid, and a button that decodes again with the best cell.
 
+    With the model (lm) the grid reads the loop step's full logits; without it, the recorded candidates.
     on_decode(config, step) runs as the button's callback (before the page), so it may set widget state."""
-    grid = escape_grid(trace)
+    at = loop_step(trace) if trace.config.strategy in TOKEN_STRATEGIES else None
+    if at is None:
+        return
+    logits = None
+    if lm is not None:
+        identity = (lm.name, tuple(trace.prompt_token_ids), tuple(trace.best.token_ids[:at]))
+        logits = cached(f"{key}_logits", identity, lambda: step_logits(lm, trace, at))
+    grid = escape_grid(trace, logits=logits)
     if grid is None:
         return
     with st.expander(t("pipeline.escape_title"), icon="🚪", expanded=True):
         st.markdown(t("pipeline.escape_intro", step=grid.step + 1, token=f"`{for_markdown(visible(grid.text))}`"))
         st.caption(t("pipeline.escape_run", p=f"{grid.run_prob:.1%}"))
-        if grid.recorded_mass < 0.999:
+        if logits is not None:
+            st.caption(t("pipeline.escape_exact"))
+        elif grid.recorded_mass < 0.999:
             st.caption(t("pipeline.escape_tail", share=f"{grid.recorded_mass:.1%}"))
         words = _words("escape_fig_", ("x", "y", "z", "none", "top_p", "min_p", "best", "run", "title", "hover"))
         st.plotly_chart(sized(escape_figure(grid, trace.config, texts=words)), key=f"{key}_fig", width="stretch")

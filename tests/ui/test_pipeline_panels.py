@@ -94,6 +94,14 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     assert not at.exception, at.exception
     words = texts("en")
     assert words["escape_title"] in [e.label for e in at.expander]
+    assert any(words["escape_exact"] in c.value for c in at.caption)       # the model is here: full logits
+    # the loop [t, t, t, ...] first repeats at step 2 (0-based); at temperature 1, no cut-off: 1 - p(t)
+    ids = lm.tokenizer(PROMPT)["input_ids"]
+    generated = at.session_state["sbs"].trace().best.token_ids
+    with torch.no_grad():
+        probs = lm.model(input_ids=torch.tensor([ids + generated[:2]])).logits[0, -1].softmax(-1)
+    grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Chance of leaving" in c.proto.spec)
+    assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[2]]), abs=1e-5)
     button = at.button(key="sbs_escape_decode")
     assert button.label == words["escape_button"].format(t="2", cut=words["escape_fig_none"])
     button.click().run()
