@@ -51,21 +51,23 @@ def stages_record(token_texts, processors, logits: torch.Tensor, staged: list, c
                   cut_shown: int = CUT_SHOWN) -> list:
     """logits: [vocab] raw float32 scores; staged: staged_scores(...) for them. One Stage per processor."""
     stages = []
-    previous = logits
-    previous_probs = torch.softmax(logits, dim=-1)
+    previous, previous_probs = logits, torch.softmax(logits, dim=-1)
+    previous_cut = torch.isneginf(logits)
     ids = torch.tensor(candidate_ids, dtype=torch.long)
     for processor, after in zip(processors, staged):
         after = after[0]
         probs = torch.softmax(after, dim=-1)
-        removed = torch.isneginf(after) & ~torch.isneginf(previous)
-        cut_ids = removed.nonzero().flatten()
-        order = torch.argsort(previous[cut_ids], descending=True, stable=True)[:cut_shown]
+        cut = torch.isneginf(after)
+        removed = cut & ~previous_cut
+        cut_count = int(removed.sum())
+        # the best-ranked removed tokens, by the scores the stage received
+        listed = torch.topk(previous.masked_fill(~removed, float("-inf")), k=min(cut_shown, cut_count)).indices
         name, value = stage_name(processor)
         top = int(probs.argmax())
         stages.append(Stage(
-            name=name, value=value, kept_count=int((~torch.isneginf(after)).sum()), cut_count=int(removed.sum()),
+            name=name, value=value, kept_count=int(cut.numel() - int(cut.sum())), cut_count=cut_count,
             removed_mass=float(previous_probs[removed].sum()), probs=probs[ids].tolist(),
             top_id=top, top_text=token_texts[top], top_prob=float(probs[top]),
-            cut=[StageToken(int(i), token_texts[int(i)], float(previous_probs[i])) for i in cut_ids[order]]))
-        previous, previous_probs = after, probs
+            cut=[StageToken(int(i), token_texts[int(i)], float(previous_probs[i])) for i in listed]))
+        previous, previous_probs, previous_cut = after, probs, cut
     return stages

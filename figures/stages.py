@@ -6,6 +6,8 @@ each renormalised. A token a stage removes drops to 0 there; the chosen token is
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from .labels import for_plotly
@@ -45,7 +47,9 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.
         fig.add_scatter(x=list(range(len(labels))), y=ys, mode="lines+markers", name=name,
                         line=dict(color=CHOSEN if is_chosen else PALETTE[n % len(PALETTE)], width=4 if is_chosen else 2),
                         marker=dict(size=9 if is_chosen else 6),
-                        hovertemplate=f"<b>{for_plotly(cand.text)}</b><br>%{{x}}<br>p = %{{y:.4f}}<extra></extra>")
+                        customdata=[_logprob(y) for y in ys],
+                        hovertemplate=f"<b>{for_plotly(cand.text)}</b><br>p = %{{y:.4f}}<br>log p = %{{customdata}}"
+                                      "<extra></extra>")
     fig.update_layout(
         title=dict(text=words["title"].format(step=step.index + 1), y=0.97, yref="container", yanchor="top"),
         height=430, margin=dict(l=60, r=20, t=80, b=80),
@@ -53,3 +57,8 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.
         yaxis=dict(title=dict(text=words["y"]), range=[0, 1.02]),
         legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"), hovermode="closest")
     return fig
+
+
+def _logprob(p) -> str:
+    """log p for the hover; a token a stage removed has log p = -inf."""
+    return "−∞" if p is None or p <= 0 else f"{math.log(p):.3f}"
