@@ -11,7 +11,7 @@ ids, so it applies to runs that fed tokens back (not soft or mixture Gumbel runs
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -40,6 +40,7 @@ class Lens:
     chosen_texts: list
     cells: list          # [layer][column] LensCell; layer 0 = embeddings, layer L = last layer
     max_diff: float      # largest |lens at the last layer - model logits|
+    context: list = field(default_factory=list)   # the token ids read (prompt and generated)
 
     @property
     def layers(self) -> int:
@@ -119,11 +120,15 @@ def read_lens(lm, token_ids: list, positions: list, chosen: list | None = None, 
                                         chosen_rank=int(ranks[i])))
             cells.append(row)
     return Lens(steps=list(range(len(positions))), chosen_ids=list(chosen),
-                chosen_texts=[lm.token_texts[t] for t in chosen], cells=cells, max_diff=max_diff)
+                chosen_texts=[lm.token_texts[t] for t in chosen], cells=cells, max_diff=max_diff,
+                context=list(token_ids))
 
 
-def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5) -> Lens:
-    """The lens at every generated step of one of the trace's sequences."""
+def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5, previous: Lens | None = None) -> Lens:
+    """The lens at every generated step of one of the trace's sequences.
+
+    previous: a lens of an earlier, shorter state of the same run. In a causal model the
+    earlier positions do not change, so only the new steps are projected (the costly part)."""
     config = trace.config
     if config.strategy == "soft" or (config.strategy == "gumbel" and not config.hard):
         raise ConfigError("strategy", "lens: this run fed back mixtures of embeddings, not tokens, so its "
@@ -133,7 +138,21 @@ def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5) -> Lens:
         raise ConfigError("steps", "lens: the run has no generated tokens yet")
     ids = list(trace.prompt_token_ids) + generated
     first = len(trace.prompt_token_ids) - 1
-    return read_lens(lm, ids, [first + s for s in range(len(generated))], generated, top)
+    done = 0
+    if previous is not None and previous.context == ids[:len(previous.context)] and \
+            previous.steps == list(range(len(previous.steps))) and len(previous.steps) <= len(generated) and \
+            len(previous.context) == len(trace.prompt_token_ids) + len(previous.steps) and \
+            all(len(row) == len(previous.steps) for row in previous.cells):
+        done = len(previous.steps)
+        if done == len(generated):
+            return previous
+    fresh = read_lens(lm, ids, [first + s for s in range(done, len(generated))], generated[done:], top)
+    if not done:
+        return fresh
+    return replace(previous, steps=list(range(len(generated))), chosen_ids=previous.chosen_ids + fresh.chosen_ids,
+                   chosen_texts=previous.chosen_texts + fresh.chosen_texts,
+                   cells=[old + new for old, new in zip(previous.cells, fresh.cells)],
+                   max_diff=max(previous.max_diff, fresh.max_diff), context=ids)
 
 
 def lens_next(lm, prompt: str, chat: bool = False, top: int = 5) -> Lens:

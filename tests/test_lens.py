@@ -78,3 +78,28 @@ def test_soft_runs_are_refused_in_one_sentence(llama):
     trace = decode(llama, "The capital", DecodeConfig(strategy="soft", max_new_tokens=2))
     with pytest.raises(ConfigError, match="mixtures of embeddings"):
         lens_of_trace(llama, trace)
+
+
+def test_a_longer_run_reuses_the_earlier_columns(llama):
+    config = DecodeConfig(strategy="sample", max_new_tokens=7, seed=4)
+    from engine.decode import Decoder
+
+    decoder = Decoder(llama, "The capital of France is", config)
+    for _ in range(3):
+        decoder.step()
+    short = lens_of_trace(llama, decoder.trace())
+    while not decoder.finished:
+        decoder.step()
+    whole = decoder.trace()
+    grown = lens_of_trace(llama, whole, previous=short)
+    fresh = lens_of_trace(llama, whole)
+    assert grown.steps == fresh.steps == list(range(len(whole.steps)))
+    assert grown.chosen_ids == fresh.chosen_ids and grown.context == fresh.context
+    for row_grown, row_fresh in zip(grown.cells, fresh.cells):
+        for a, b in zip(row_grown, row_fresh):
+            assert a.top_ids == b.top_ids and a.chosen_rank == b.chosen_rank
+            assert a.chosen_prob == pytest.approx(b.chosen_prob, abs=1e-5)
+    # a lens of another run is not reused
+    other = decode(llama, "Beam search keeps", config)
+    assert lens_of_trace(llama, other, previous=short).context[:3] == other.prompt_token_ids[:3]
+    assert lens_of_trace(llama, other, previous=short).chosen_ids == other.best.token_ids

@@ -71,13 +71,13 @@ def render_lens(lm, trace, cursor: int, key: str) -> None:
             return
         if not st.toggle(t("pipeline.lens_toggle"), key=f"{key}_on", help=t("pipeline.lens_toggle_help")):
             return
-        identity = (lm.name, tuple(trace.prompt_token_ids), tuple(trace.best.token_ids), trace.config.strategy,
-                    trace.config.hard)
-        try:
-            lens = cached(f"{key}_lens", identity, lambda: lens_of_trace(lm, trace))
-        except DecodeScopeError as exc:      # no earlier lens to keep: say why and leave the panel
+        model, previous = st.session_state.get(f"{key}_lens", (None, None))
+        try:       # the columns of earlier steps are reused: only new steps are projected onto the vocabulary
+            lens = lens_of_trace(lm, trace, previous=previous if model == lm.name else None)
+        except DecodeScopeError as exc:      # say why and leave the panel
             st.info(str(exc))
             return
+        st.session_state[f"{key}_lens"] = (lm.name, lens)
         column = lens.column_of(cursor)
         if column is not None:
             token = for_markdown(visible(lens.chosen_texts[column]))
