@@ -83,12 +83,12 @@ def render_lens(lm, trace, cursor: int, key: str) -> None:
             token = for_markdown(visible(lens.chosen_texts[column]))
             layer = lens.first_top_layer(column)
             if layer is None:
-                st.markdown(t("pipeline.lens_never", step=cursor + 1, token=f"`{token}`",
+                st.markdown(t("pipeline.lens_never", step=cursor + 1, token=f"“{token}”",
                               rank=lens.cells[-1][column].chosen_rank))
             elif layer == 0:
-                st.markdown(t("pipeline.lens_first_emb", step=cursor + 1, token=f"`{token}`"))
+                st.markdown(t("pipeline.lens_first_emb", step=cursor + 1, token=f"“{token}”"))
             else:
-                st.markdown(t("pipeline.lens_first", step=cursor + 1, token=f"`{token}`", layer=layer,
+                st.markdown(t("pipeline.lens_first", step=cursor + 1, token=f"“{token}”", layer=layer,
                               layers=lens.layers - 1))
         if not lens.matches_model:
             st.warning(t("pipeline.lens_mismatch", diff=f"{lens.max_diff:.3g}"))
@@ -112,7 +112,7 @@ def render_escape(trace, key: str, can_decode: bool, on_decode=None, lm=None) ->
     if grid is None:
         return
     with st.expander(t("pipeline.escape_title"), icon="🚪", expanded=True):
-        st.markdown(t("pipeline.escape_intro", step=grid.step + 1, token=f"`{for_markdown(visible(grid.text))}`"))
+        st.markdown(t("pipeline.escape_intro", step=grid.step + 1, token=f"“{for_markdown(visible(grid.text))}”"))
         st.caption(t("pipeline.escape_run", p=f"{grid.run_prob:.1%}"))
         if logits is not None:
             st.caption(t("pipeline.escape_exact"))

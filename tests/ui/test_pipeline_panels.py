@@ -75,13 +75,13 @@ def test_lens_names_the_first_layer_on_top(tiny_llama_folder):
         hidden = lm.model(input_ids=ids, output_hidden_states=True).hidden_states
         tops = [int(lm.model.lm_head(lm.model.model.norm(h[0, -1])).argmax()) for h in hidden[:-1]] + [chosen]
     layer = tops.index(chosen)
+    from figures.labels import for_markdown, visible
+
     words = texts("en")
-    expected = (words["lens_first_emb"].format(step=1, token="") if layer == 0 else
-                words["lens_first"].format(step=1, token="", layer=layer, layers=lm.facts.layers))
-    said = [m.value for m in at.markdown if m.value.startswith("At step 1,")]
-    assert len(said) == 1
-    before, after = expected.split("  ")     # the token sits between the two spaces
-    assert said[0].startswith(before) and said[0].endswith(after)
+    token = f"“{for_markdown(visible(lm.token_texts[chosen]))}”"
+    expected = (words["lens_first_emb"].format(step=1, token=token) if layer == 0 else
+                words["lens_first"].format(step=1, token=token, layer=layer, layers=lm.facts.layers))
+    assert expected in [m.value for m in at.markdown]
     assert len(at.get("plotly_chart")) >= 2                   # the candidates chart and the lens heatmap
 
 
