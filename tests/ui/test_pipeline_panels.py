@@ -121,3 +121,40 @@ def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
     for name in ("after each stage", "Layers x steps"):
         spec = next(s for s, title in zip(specs, titles) if name in title)
         assert spec["layout"]["font"]["size"] == 17
+
+
+def uploaded_panels(root: str, lang: str):
+    """Runs inside AppTest: the panels for an uploaded (hand-made) trace, with no model."""
+    import sys
+
+    sys.path[:0] = [root, root + "/tests"]
+    import streamlit as st
+    from test_escape import P, loop_with
+    from test_explain import make_step
+
+    from ui.pipeline import render_escape, render_lens, render_stages
+
+    st.session_state.setdefault("lang", lang)
+    trace = loop_with(make_step(9, list(zip([20, 31, 32], P[:3])), chosen=20), vocab_size=6,
+                      temperature=0.7, top_p=0.9)
+    render_stages(trace.steps[9], trace.config, key="up_stages", uploaded=True)
+    render_lens(None, trace, 9, key="up_lens")
+    render_escape(trace, key="up_escape", can_decode=False, on_decode=lambda config, step: None)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_uploaded_trace_gets_the_estimate_and_no_model_panels(lang):
+    at = AppTest.from_function(uploaded_panels, kwargs=dict(root=str(ROOT), lang=lang), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    words = texts(lang)
+    infos = [i.value for i in at.info]
+    assert words["stages_none_old"] in infos and words["lens_needs_model"] in infos
+    assert any(words["escape_tail"].format(share="90.0%") in c.value for c in at.caption)
+    assert at.button(key="up_escape_decode").disabled
+    grid = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]
+    # temperature 1 (row 1), no cut-off: the recorded 0.5 stays 0.5, whatever the other tokens share
+    assert grid[1][0] == pytest.approx(0.5, abs=1e-6)
+    # temperature 2: p^(1/2) renormalised, with the missing 0.1 spread over the three other tokens
+    full = [0.5, 0.25, 0.15] + [0.1 / 3] * 3
+    assert grid[4][0] == pytest.approx(1 - 0.5 ** 0.5 / sum(p ** 0.5 for p in full), abs=1e-5)
