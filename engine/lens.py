@@ -19,7 +19,7 @@ from .errors import ConfigError
 from .tokens import encode_prompt
 
 NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "layer_norm")
-CHUNK = 64          # positions projected onto the vocabulary at once (a [64, vocab] block per layer)
+ROWS = 128          # (layer, position) rows projected onto the vocabulary at once: a [128, vocab] block
 MATCH_TOLERANCE = 1e-3
 
 
@@ -73,52 +73,68 @@ def final_norm(model):
 
 
 @torch.inference_mode()
-def residual_streams(lm, token_ids: list) -> tuple:
-    """(streams [layers + 1, positions, hidden] before the final norm, the model's logits [positions, vocab])."""
+def residual_streams(lm, token_ids: list, first: int = 0) -> tuple:
+    """(streams [layers + 1, positions, hidden] before the final norm, the model's logits [positions, vocab]).
+
+    Logits are asked for from position `first` on only, where the model supports it; earlier rows are NaN."""
+    from .decode import forward_kwargs
+
     model = lm.model
+    keep = {}
+    if forward_kwargs(model) and first > 0:
+        keep = {"logits_to_keep": len(token_ids) - first}
     norm = final_norm(model)
     captured = []
     handle = norm.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
     try:
-        out = model(input_ids=torch.tensor([token_ids]), output_hidden_states=True, use_cache=False)
+        out = model(input_ids=torch.tensor([token_ids]), output_hidden_states=True, use_cache=False, **keep)
     finally:
         handle.remove()
     if not captured or out.hidden_states is None:
         raise ConfigError("model", f"lens: {type(model).__name__} does not report its hidden states")
     # hidden_states[-1] is already normed by the model; the final norm's input is the last residual stream
     streams = list(out.hidden_states[:-1]) + [captured[-1]]
-    return torch.stack([s[0] for s in streams]).float(), out.logits[0].float()
+    logits = out.logits[0].float()
+    if logits.shape[0] < len(token_ids):
+        logits = torch.cat([torch.full((len(token_ids) - logits.shape[0], logits.shape[1]), float("nan")), logits])
+    return torch.stack([s[0] for s in streams]).float(), logits
 
 
 def read_lens(lm, token_ids: list, positions: list, chosen: list | None = None, top: int = 5) -> Lens:
     """Lens of the predictions made at `positions` of `token_ids`; chosen[i] is the token taken there
     (default: the model's own top token at the last layer)."""
-    streams, logits = residual_streams(lm, token_ids)
+    streams, logits = residual_streams(lm, token_ids, first=min(positions))
     norm, head = final_norm(lm.model), lm.model.get_output_embeddings()
     index = torch.tensor(positions, dtype=torch.long)
     if chosen is None:
         chosen = logits[index].argmax(-1).tolist()
     chosen_t = torch.tensor(chosen, dtype=torch.long)
-    cells, max_diff = [], 0.0
+    layers = streams.shape[0]
+    # every (layer, position) pair is one row; a block of rows shares one pass over the unembedding,
+    # which is read from memory once per block instead of once per layer
+    rows = streams[:, index].reshape(layers * len(positions), -1)
+    picked_all = chosen_t.repeat(layers)
+    flat, max_diff = [], 0.0
     with torch.inference_mode():
-        for layer in range(streams.shape[0]):
-            row = []
-            for start in range(0, len(positions), CHUNK):
-                part = index[start:start + CHUNK]
-                layer_logits = head(norm(streams[layer, part].to(head.weight.dtype))).float()
-                if layer == streams.shape[0] - 1:
-                    max_diff = max(max_diff, float((layer_logits - logits[part]).abs().max()))
-                probs = torch.softmax(layer_logits, -1)
-                best = torch.topk(probs, k=min(top, probs.shape[-1]))
-                picked = chosen_t[start:start + CHUNK]
-                picked_logit = layer_logits.gather(1, picked[:, None])
-                ranks = (layer_logits > picked_logit).sum(-1) + 1
-                for i in range(len(part)):
-                    ids = best.indices[i].tolist()
-                    row.append(LensCell(top_ids=ids, top_texts=[lm.token_texts[t] for t in ids],
-                                        top_probs=best.values[i].tolist(), chosen_prob=float(probs[i, picked[i]]),
-                                        chosen_rank=int(ranks[i])))
-            cells.append(row)
+        for start in range(0, rows.shape[0], ROWS):
+            block = head(norm(rows[start:start + ROWS].to(head.weight.dtype))).float()
+            lse = torch.logsumexp(block, -1, keepdim=True)
+            best = torch.topk(block, k=min(top, block.shape[-1]))
+            picked = picked_all[start:start + ROWS]
+            picked_logit = block.gather(1, picked[:, None])
+            ranks = (block > picked_logit).sum(-1) + 1
+            chosen_probs = (picked_logit - lse).exp()[:, 0]
+            top_probs = (best.values - lse).exp()
+            last = [r for r in range(block.shape[0]) if (start + r) // len(positions) == layers - 1]
+            if last:      # the last layer's rows: compare with the model's own logits
+                at = torch.tensor([(start + r) % len(positions) for r in last])
+                max_diff = max(max_diff, float((block[last] - logits[index[at]]).abs().max()))
+            for r in range(block.shape[0]):
+                ids = best.indices[r].tolist()
+                flat.append(LensCell(top_ids=ids, top_texts=[lm.token_texts[t] for t in ids],
+                                     top_probs=top_probs[r].tolist(), chosen_prob=float(chosen_probs[r]),
+                                     chosen_rank=int(ranks[r])))
+    cells = [flat[layer * len(positions):(layer + 1) * len(positions)] for layer in range(layers)]
     return Lens(steps=list(range(len(positions))), chosen_ids=list(chosen),
                 chosen_texts=[lm.token_texts[t] for t in chosen], cells=cells, max_diff=max_diff,
                 context=list(token_ids))
