@@ -27,6 +27,7 @@ TEMPERATURES = (0.7, 1.0, 1.3, 1.6, 2.0)
 COLUMNS = (("none", 0.0), ("top_p", 0.95), ("top_p", 0.8), ("top_p", 0.5),
            ("min_p", 0.05), ("min_p", 0.1), ("min_p", 0.2))
 TOKEN_STRATEGIES = ("greedy", "sample")    # runs that draw one token per step
+MAX_VOCAB = 2_000_000                       # a vocabulary size above this in a trace file is not believed
 
 
 @dataclass(frozen=True)
@@ -62,17 +63,21 @@ def first_repeat(ids: list, **rule):
 
 
 def completed_logits(step, vocab_size: int | None) -> tuple:
-    """(scores, token ids): the recorded raw logits, plus the unrecorded mass spread over the other tokens.
+    """(scores, token ids, recorded mass): the recorded raw logits, plus the unrecorded mass spread evenly.
 
-    scores[i] is the logit of token ids[i] for the recorded ones; the rest (id -1) share the missing mass."""
+    scores[i] is the logit of token ids[i] for the recorded ones; the rest (id -1) share the missing mass.
+    Raises ValueError when the recorded numbers cannot come from a softmax (a damaged trace)."""
     candidates = sorted(step.candidates, key=lambda c: c.rank)
     ids = [c.token_id for c in candidates]
     logits = [c.logit for c in candidates]
     best = candidates[0]
+    if not (0 < best.prob <= 1 and math.isfinite(best.logit)):
+        raise ValueError(f"the top candidate's probability {best.prob} or logit {best.logit} is unusable")
     log_z = best.logit - math.log(best.prob)          # the softmax normaliser of the full vocabulary
     recorded = sum(c.prob for c in candidates)
     missing = max(0.0, 1.0 - recorded)
-    others = (vocab_size - len(ids)) if vocab_size else 1
+    known = isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and len(ids) <= vocab_size <= MAX_VOCAB
+    others = vocab_size - len(ids) if known else 1       # an unknown or implausible size: one "other" token
     if missing > 1e-12 and others > 0:
         logits += [log_z + math.log(missing / others)] * others
         ids += [-1] * others
@@ -130,7 +135,10 @@ def escape_grid(trace, sequence: int = 0, logits: torch.Tensor | None = None, te
     if logits is not None:
         scores, score_ids, recorded = logits.float(), list(range(logits.shape[-1])), 1.0
     else:
-        scores, score_ids, recorded = completed_logits(step, trace.model_facts.get("vocab_size"))
+        try:
+            scores, score_ids, recorded = completed_logits(step, trace.model_facts.get("vocab_size"))
+        except (ValueError, OverflowError, TypeError):
+            return None          # a damaged upload: no grid rather than a wrong one
     context = list(trace.prompt_token_ids) + ids[:at]
     position = {t: i for i, t in enumerate(score_ids) if t >= 0}
     base = trace.config

@@ -121,3 +121,16 @@ def test_full_logits_make_the_grid_exact(llama):
     # at temperature 1 with no cut-off, spreading the unrecorded mass changes nothing: the estimate is exact there
     one = exact.temperatures.index(1.0)
     assert estimate.probs[one][0] == pytest.approx(exact.probs[one][0], abs=1e-5)
+
+
+def test_a_damaged_trace_gets_no_grid_rather_than_an_error():
+    step = make_step(9, list(zip([20, 31, 32, 33], P)), chosen=20)
+    broken = dataclasses.replace(step, candidates=[dataclasses.replace(step.candidates[0], prob=0.0)]
+                                 + step.candidates[1:])
+    assert escape_grid(loop_with(broken, vocab_size=4)) is None
+    # an implausible vocabulary size in the file is not believed: the missing mass becomes one other token
+    step = make_step(9, list(zip([20, 31, 32], P[:3])), chosen=20)
+    for size in (10**12, "many", 2):
+        grid = escape_grid(loop_with(step, vocab_size=size))
+        two = 1 - powered(P[:3] + [0.1], 2.0)[0]
+        assert cell(grid, 2.0, "none") == pytest.approx(two)
