@@ -19,7 +19,9 @@ SHOWN = 8
 
 def stage_label(stage, names: dict) -> str:
     """'top-k 50' in the caller's words; settings that are whole numbers print without decimals."""
-    return names.get(stage.name, stage.name).format(value=f"{stage.value:g}")
+    if stage.name not in names:        # a name from a trace file is shown as it is, never used as a template
+        return f"{for_plotly(stage.name)} {stage.value:g}"
+    return names[stage.name].format(value=f"{stage.value:g}")
 
 
 def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.Figure:

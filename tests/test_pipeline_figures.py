@@ -68,3 +68,9 @@ def test_escape_grid_marks_the_best_and_the_runs_cell():
     assert (best.x[0], best.y[0], best.marker.color) == ("min-p 0.05", "1", BEST)
     assert (own.x[0], own.y[0]) == ("top-p 0.8", "1.3")
     assert fig.data[0].text[1][4] == "95%"
+
+
+def test_a_stage_name_from_a_file_is_text_not_a_template():
+    odd = Stage("{0}<b>", 1.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)
+    fig = stages_figure(Step(**{**STEP.__dict__, "stages": [odd]}))
+    assert fig.layout.xaxis.ticktext[1].startswith("{0}&lt;b&gt; 1")
