@@ -158,3 +158,21 @@ def test_an_uploaded_trace_gets_the_estimate_and_no_model_panels(lang):
     # temperature 2: p^(1/2) renormalised, with the missing 0.1 spread over the three other tokens
     full = [0.5, 0.25, 0.15] + [0.1 / 3] * 3
     assert grid[4][0] == pytest.approx(1 - 0.5 ** 0.5 / sum(p ** 0.5 for p in full), abs=1e-5)
+
+
+@pytest.mark.parametrize("strategy", ["beam", "soft"])
+def test_lens_on_beam_reads_the_best_beam_and_soft_says_why_not(tiny_llama_folder, strategy):
+    lm, folder = tiny_llama_folder
+    at = open_step_page(folder, max_new_tokens=3, strategy=strategy)
+    at.button(key="sbs_next").click().run()
+    at.toggle(key="sbs_lens_on").set_value(True).run()
+    assert not at.exception, at.exception
+    words = texts("en")
+    assert words["stages_none_beam" if strategy == "beam" else "stages_none_settings"] in [i.value for i in at.info]
+    lens_charts = [c for c in at.get("plotly_chart") if "Layers x steps" in c.proto.spec]
+    if strategy == "soft":
+        assert not lens_charts and any("mixtures of embeddings" in i.value for i in at.info)
+    else:
+        spec = json.loads(lens_charts[0].proto.spec)
+        assert len(spec["data"][0]["z"]) == lm.facts.layers + 1
+        assert len(spec["data"][0]["x"]) == len(at.session_state["sbs"].trace().best.token_ids)
