@@ -1,7 +1,8 @@
-"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`.
+"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`, `python -m engine lens --prompt TEXT`.
 
-Prints a table (step, chosen token, its probability, the top 5 alternatives) and
-optionally writes the trace as JSON. Bad input exits with status 2 and one line
+`decode` prints a table (step, chosen token, its probability, the top 5 alternatives),
+with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
+`lens` prints the top token at every layer for the next token (the logit lens). Bad input exits with status 2 and one line
 `error: ...` naming the parameter; no traceback.
 """
 from __future__ import annotations
@@ -54,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="under the table, list what happened: unlikely picks, the first loop, entropy events, "
                         "where the run leaves the greedy path (also stored in the --json trace)")
+    p.add_argument("--stages", action="store_true",
+                   help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
+                        "token's probability")
+    lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)")
+    lens_source = lens.add_mutually_exclusive_group(required=True)
+    lens_source.add_argument("--prompt", help="text for the model to continue")
+    lens_source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
+    lens.add_argument("--model", default=None, help="Hugging Face id or local folder (default: the bundled SmolLM2)")
+    lens.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
     return parser
 
 
@@ -77,6 +88,44 @@ def format_table(trace) -> str:
     lines.append("")
     for i, seq in enumerate(trace.sequences):
         lines.append(f"[{i}] cum_logprob {seq.cum_logprob:.4f}  score {seq.score:.4f}  {seq.text!r}")
+    return "\n".join(lines)
+
+
+STAGE_LABELS = {"repetition_penalty": "penalty", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
+                "min_p": "min-p"}
+
+
+def format_stages_table(trace) -> str:
+    """Like format_table, with one line per sampler stage under each step: kept tokens, top-1 and its probability."""
+    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages: kept, top-1 p"]
+    for step in trace.steps:
+        chosen = step.chosen_ids[0]
+        prob = next((c.prob for c in step.candidates if c.token_id == chosen), float("nan"))
+        lines.append(f"{step.index:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
+        top = step.candidates[0] if step.candidates else None
+        vocab = trace.model_facts.get("vocab_size", "?")
+        if top is not None:
+            lines.append(f"{'':>6}{'raw':<16} kept {vocab:>7}  {_show(top.text)} {top.prob:.4f}")
+        for stage in step.stages:
+            label = f"{STAGE_LABELS.get(stage.name, stage.name)} {stage.value:g}"
+            lines.append(f"{'':>6}{label:<16} kept {stage.kept_count:>7}  {_show(stage.top_text)} {stage.top_prob:.4f}")
+    if not any(step.stages for step in trace.steps):
+        lines.append("(no sampler stages: this strategy applies none of the processors)")
+    return "\n".join(lines)
+
+
+def format_lens(lens) -> str:
+    """One line per layer: the top tokens for the next token; * marks the first layer where the final choice leads."""
+    first = lens.first_top_layer(0)
+    lines = [f"next token {_show(lens.chosen_texts[0])}: first the top candidate at layer {first} (*)"
+             if first is not None else f"next token {_show(lens.chosen_texts[0])}",
+             f"{'layer':>5}  top candidates (probability)"]
+    for layer, row in enumerate(lens.cells):
+        cell = row[0]
+        name = "emb" if layer == 0 else str(layer)
+        mark = "*" if layer == first else " "
+        tops = "  ".join(f"{_show(t)} {p:.3f}" for t, p in zip(cell.top_texts, cell.top_probs))
+        lines.append(f"{name:>5}{mark} {tops}")
     return "\n".join(lines)
 
 
@@ -160,10 +209,32 @@ def check_json_target(path: str | None) -> None:
         raise ConfigError("json", f"--json: cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ConfigError("json", f"--json: cannot write {path}: permission denied")
+def lens_main(args) -> int:
+    try:
+        if not 1 <= args.top <= 20:
+            raise ConfigError("top", f"--top: must be between 1 and 20, got {args.top}")
+        from .lens import lens_next
+        from .model import load_model
+
+        if args.prompt_file is not None:
+            args.prompt = read_prompt_file(args.prompt_file)
+        if not args.prompt.strip():
+            raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+        lm = load_model(args.model)
+        lens = lens_next(lm, args.prompt, args.chat, args.top)
+    except DecodeScopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    print(format_lens(lens))
+    return 0
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "lens":
+        return lens_main(args)
     try:
         config = config_from_args(args)
         config.validate()
@@ -198,7 +269,7 @@ def main(argv=None) -> int:
     if args.json == "-":
         sys.stdout.write(trace.to_json() + "\n")
         return 0
-    print(format_table(trace))
+    print(format_stages_table(trace) if args.stages else format_table(trace))
     if args.explain:
         from .explain import format_findings
 

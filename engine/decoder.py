@@ -2,7 +2,8 @@
 
 Each step (see `Runner` for the forward pass and the records):
   1. the model gives logits for the last position;
-  2. transformers' processors shape them (penalty, temperature, top-k, top-p, min-p);
+  2. transformers' processors shape them (penalty, temperature, top-k, top-p, min-p),
+     one at a time, and what each stage did is recorded (stages.py);
   3. a separate choice picks the token: argmax (greedy), a seeded draw (sample),
      or no single token at all (soft feeds back e = p^T E, gumbel a relaxed sample);
   4. the choice, an id or a vector, becomes the next input.
@@ -16,7 +17,7 @@ from .errors import ConfigError
 from .model import LoadedModel
 from .record import candidates_record, feedback_record, kv_record
 from .runner import Forward, Runner
-from .shaping import shape
+from .stages import staged_scores, stages_record
 from .tokens import encode_prompt
 from .trace import FeedBack, Sequence, Step
 
@@ -70,7 +71,8 @@ class Decoder(Runner):
         self._rng_states.append(self.generator.get_state())
         context = self.context
         logits = fwd.logits[0]                                                    # [V]
-        shaped = shape(self.processors, context, logits[None])[0]
+        staged = staged_scores(self.processors, context, logits[None])   # each processor in turn
+        shaped = staged[-1][0] if staged else logits.clone()
         token, feedback, next_input = self._choose(shaped)
         if index in self.forced:            # a branch: the forced id replaces the choice, and is fed as an id
             token, feedback = self.forced[index], None
@@ -79,6 +81,8 @@ class Decoder(Runner):
         self._next_input = next_input or ("ids", torch.tensor([[token]]))
 
         dist = candidates_record(lm, logits, shaped, config.top_n, must_include=(token,))
+        stages = stages_record(lm.token_texts, self.processors, logits, staged,
+                               [c.token_id for c in dist["candidates"]])
         kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
                        beams=1, appended=fwd.appended, copied=0, cached_sequences=[context[0].tolist()])
         self.generated.append(token)
@@ -86,7 +90,7 @@ class Decoder(Runner):
         if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
             self.finished = True
         return Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
-                    kv=kv, **dist)
+                    kv=kv, stages=stages, **dist)
 
     def _choose(self, shaped: torch.Tensor) -> tuple[int, FeedBack | None, tuple | None]:
         """shaped: [V]. (token id, FeedBack or None, next input or None) for the configured strategy."""

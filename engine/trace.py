@@ -67,6 +67,28 @@ class KVStep:
 
 
 @dataclass(frozen=True)
+class StageToken:
+    token_id: int
+    text: str
+    prob: float          # probability in the distribution the stage received
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The distribution after one logits processor, in the order transformers applies them."""
+    name: str            # repetition_penalty | temperature | top_k | top_p | min_p
+    value: float         # the setting (1.3, 0.7, 50, 0.9, 0.05)
+    kept_count: int      # tokens still possible after this stage
+    cut_count: int       # tokens this stage removed
+    removed_mass: float  # probability mass, in the distribution it received, of the tokens it removed
+    probs: list          # renormalised probability of each of the step's candidates, in their order
+    top_id: int          # top-1 token after this stage
+    top_text: str
+    top_prob: float
+    cut: list = field(default_factory=list)   # [StageToken] the first tokens it removed, in rank order
+
+
+@dataclass(frozen=True)
 class Step:
     index: int                      # 0 = the first generated token
     candidates: list                # [Candidate] top-N, for beams: of the best running beam
@@ -80,6 +102,7 @@ class Step:
     kv: KVStep | None = None
     beam_node_ids: list = field(default_factory=list)   # running beams' node ids after this step
     seconds: float = 0.0            # wall time of this step's forward pass and choice
+    stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
 
 
 @dataclass(frozen=True)
@@ -392,6 +415,19 @@ def _kv(d) -> KVStep | None:
                   paged_bytes=_field(d, "paged_bytes", _int), beam_rows=_each(d, "beam_rows", _int))
 
 
+def _stage_token(d) -> StageToken:
+    return StageToken(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str),
+                      prob=_field(d, "prob", _num))
+
+
+def _stage(d) -> Stage:
+    return Stage(name=_field(d, "name", _str), value=_field(d, "value", _num),
+                 kept_count=_field(d, "kept_count", _int), cut_count=_field(d, "cut_count", _int),
+                 removed_mass=_field(d, "removed_mass", _num), probs=_each(d, "probs", _num),
+                 top_id=_field(d, "top_id", _int), top_text=_field(d, "top_text", _str),
+                 top_prob=_field(d, "top_prob", _num), cut=_each(d, "cut", _stage_token, "cut token", default=[]))
+
+
 def _step(d) -> Step:
     return Step(index=_field(d, "index", _int), candidates=_each(d, "candidates", _candidate, "candidate"),
                 entropy=_field(d, "entropy", _num), shaped_entropy=_field(d, "shaped_entropy", _num),
@@ -400,7 +436,8 @@ def _step(d) -> Step:
                 chosen_texts=_each(d, "chosen_texts", _str),
                 feedback=_field(d, "feedback", _feedback, None), kv=_field(d, "kv", _kv, None),
                 beam_node_ids=_each(d, "beam_node_ids", _int, default=[]),
-                seconds=_field(d, "seconds", _num, 0.0))
+                seconds=_field(d, "seconds", _num, 0.0),
+                stages=_each(d, "stages", _stage, "stage", default=[]))
 
 
 def _node(d) -> Node:

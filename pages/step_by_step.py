@@ -8,6 +8,7 @@ from figures.candidates import candidates_figure
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
+from ui.pipeline import render_escape, render_lens, render_stages
 from ui.present import shortcut, sized
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, show_error
 from ui.stepper import Stepper
@@ -48,6 +49,8 @@ else:
             S["sbs"], S["sbs_identity"] = stepper, identity
         else:
             stepper.reconfigure(config)
+        if "sbs_goto" in S:                # the loop-escape button asked to look at the loop's step again
+            stepper.go(S.pop("sbs_goto"))
     except DecodeScopeError as exc:        # keep the decode already on screen, if there is one
         stepper = S.get("sbs")
         keep_or_stop(exc, isinstance(stepper, Stepper))
@@ -117,6 +120,7 @@ with facts_col:
         st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
         st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
     st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
+render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
 
 # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
 if stepper.can_branch:
@@ -190,11 +194,22 @@ if len(stepper.branches) > 1:
             st.markdown(f"**{for_markdown(branch_label(i))}**")
             st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
 
-# ---- what happened, share and export ------------------------------
+render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
+
+# ---- what happened, the way out of a loop, share and export ------------------------------
 jump = render_what_happened(trace, key_prefix="sbs_wh")
 if jump is not None and jump != stepper.cursor:
     stepper.go(int(jump))
     st.rerun()
+
+
+def _decode_with(better, step_index):
+    """Set the strategy widgets to the escape grid's best cell; the page replays the decode under them."""
+    S["strategy"], S["temperature"], S["top_p"], S["min_p"] = "sample", better.temperature, better.top_p, better.min_p
+    S["sbs_goto"] = step_index
+
+
+render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
 
 st.divider()
 export_bar(trace, fig, "step-by-step", key="sbs_export")

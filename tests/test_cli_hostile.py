@@ -17,7 +17,7 @@ import pytest
 import engine.__main__ as cli
 import engine.model
 from engine import ConfigError, DecodeConfig, Trace
-from engine.decode import decode
+from engine import decode
 from test_bad_input import ROOT, assert_one_error_line, cli_in_process
 from test_model_cache import fake_bundled  # noqa: F401  (fixture)
 

@@ -22,7 +22,7 @@ import hostile_traces
 from browser_helpers import (ROOT, assert_no_exception, new_context, open_page, running_server, screenshot,
                              wait_idle)
 from engine import DecodeConfig
-from engine.decode import decode
+from engine import decode
 from test_app import shown_tokens, upload, wait_chart
 
 pytestmark = pytest.mark.browser

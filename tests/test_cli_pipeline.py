@@ -1,0 +1,64 @@
+"""`decode --stages` and `lens` on the command line, checked against transformers run in the test."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from engine.__main__ import main
+
+
+def cli(capsys, monkeypatch, *argv):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_decode_stages_prints_each_stage_kept_count_and_top1(capsys, monkeypatch, tiny_llama_folder):
+    lm, folder = tiny_llama_folder
+    code, out, err = cli(capsys, monkeypatch, "decode", "--model", folder, "--prompt", "The capital of France is",
+                         "--strategy", "sample", "--temperature", "0.7", "--top-k", "12", "--top-p", "0.8",
+                         "--max-new-tokens", "2", "--stages")
+    assert code == 0, err
+    rows = re.findall(r"^\s+(raw|temperature 0\.7|top-k 12|top-p 0\.8)\s+kept\s+(\d+)\s+.*?([0-9.]+)$", out, re.M)
+    first = rows[:4]
+    assert [r[0] for r in first] == ["raw", "temperature 0.7", "top-k 12", "top-p 0.8"]
+    ids = lm.tokenizer("The capital of France is")["input_ids"]
+    with torch.no_grad():
+        scores = lm.model(input_ids=torch.tensor([ids])).logits[:, -1].float()
+    expected = [(scores.shape[-1], float(torch.softmax(scores, -1).max()))]
+    for processor in (TemperatureLogitsWarper(0.7), TopKLogitsWarper(12), TopPLogitsWarper(0.8)):
+        scores = processor(torch.tensor([ids]), scores.clone())
+        expected.append((int((~torch.isneginf(scores)).sum()), float(torch.softmax(scores, -1).max())))
+    assert [int(r[1]) for r in first] == [n for n, _ in expected]
+    assert [float(r[2]) for r in first] == pytest.approx([p for _, p in expected], abs=1e-4)
+    assert expected[2][0] == 12          # top-k kept exactly k
+
+
+def test_lens_prints_the_top_token_of_every_layer(capsys, monkeypatch, tiny_llama_folder):
+    lm, folder = tiny_llama_folder
+    code, out, err = cli(capsys, monkeypatch, "lens", "--model", folder, "--prompt", "The capital of France is",
+                         "--top", "1")
+    assert code == 0, err
+    rows = re.findall(r"^\s*(emb|\d+)[ *] (.+) ([0-9.]+)$", out, re.M)
+    assert [r[0] for r in rows] == ["emb"] + [str(i) for i in range(1, lm.facts.layers + 1)]
+    ids = lm.tokenizer("The capital of France is")["input_ids"]
+    with torch.no_grad():
+        probs = torch.softmax(lm.model(input_ids=torch.tensor([ids])).logits[0, -1], -1)
+    assert rows[-1][1] == repr(lm.token_texts[int(probs.argmax())]) or rows[-1][1] == lm.token_texts[int(probs.argmax())]
+    assert float(rows[-1][2]) == pytest.approx(float(probs.max()), abs=1e-3)
+
+
+@pytest.mark.parametrize("argv,words", [(["lens", "--prompt", " "], "prompt"),
+                                        (["lens", "--prompt", "Paris", "--top", "0"], "--top")])
+def test_lens_bad_input_is_one_line(capsys, monkeypatch, tiny_llama_folder, argv, words):
+    code, out, err = cli(capsys, monkeypatch, *argv, "--model", tiny_llama_folder[1])
+    assert code == 2 and "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1 and words in err

@@ -1,0 +1,128 @@
+"""The whole pipeline on the Step-by-step page: each sampler stage, each layer, and the way out of a loop.
+
+Three panels under the step's chart, each a function the page calls:
+  - render_stages: the current step's distribution after each processor, with what each dropped;
+  - render_lens: the logit lens, layers x steps (needs the model: one extra forward pass);
+  - render_escape: when the run loops, the grid of escape chances and a button that
+    decodes again with the best cell's settings.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import DecodeScopeError
+from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
+from engine.lens import lens_of_trace
+from figures.escape import column_label, escape_figure
+from figures.labels import for_markdown, visible
+from figures.lens import lens_figure
+from figures.stages import stage_label, stages_figure
+from ui.i18n import t
+from ui.present import sized
+from ui.session import cached
+
+STAGE_NAMES = ("raw", "repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+CUT_LISTED = 5
+
+
+def _words(prefix: str, keys) -> dict:
+    return {key: t(f"pipeline.{prefix}{key}") for key in keys}
+
+
+def stage_words() -> dict:
+    return {name: t(f"pipeline.stage_{name}") for name in STAGE_NAMES}
+
+
+def _no_stages_reason(config, uploaded: bool) -> str:
+    if config.strategy == "beam":
+        return t("pipeline.stages_none_beam")
+    if config.strategy == "greedy":
+        return t("pipeline.stages_none_greedy")
+    shaping = (config.temperature != 1.0 or config.top_k or config.top_p < 1.0 or config.min_p > 0
+               or config.repetition_penalty != 1.0)
+    return t("pipeline.stages_none_old") if uploaded and shaping else t("pipeline.stages_none_settings")
+
+
+def render_stages(step, config, key: str, uploaded: bool = False) -> None:
+    """The current step, stage by stage, in transformers' order."""
+    with st.expander(t("pipeline.stages_title"), icon="🧪"):
+        st.caption(t("pipeline.stages_order"))
+        if not step.stages:
+            st.info(_no_stages_reason(config, uploaded))
+            return
+        words = {**stage_words(), **_words("stages_fig_", ("x", "y", "kept", "title", "chosen"))}
+        st.plotly_chart(sized(stages_figure(step, texts=words)), key=f"{key}_fig_{step.index}", width="stretch")
+        rows = [{t("pipeline.col_stage"): stage_label(stage, words),
+                 t("pipeline.col_kept"): stage.kept_count,
+                 t("pipeline.col_cut"): stage.cut_count,
+                 t("pipeline.col_mass"): round(stage.removed_mass, 4),
+                 t("pipeline.col_top"): f"{visible(stage.top_text)} ({stage.top_prob:.3f})",
+                 t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED])}
+                for stage in step.stages]
+        st.dataframe(rows, hide_index=True, width="stretch")
+
+
+def render_lens(lm, trace, cursor: int, key: str) -> None:
+    """The logit lens over the steps so far, on demand (it costs a forward pass and a projection per layer)."""
+    with st.expander(t("pipeline.lens_title"), icon="🔭"):
+        st.caption(t("pipeline.lens_intro"))
+        if lm is None:
+            st.info(t("pipeline.lens_needs_model"))
+            return
+        if not st.toggle(t("pipeline.lens_toggle"), key=f"{key}_on", help=t("pipeline.lens_toggle_help")):
+            return
+        model, previous = st.session_state.get(f"{key}_lens", (None, None))
+        try:       # the columns of earlier steps are reused: only new steps are projected onto the vocabulary
+            lens = lens_of_trace(lm, trace, previous=previous if model == lm.name else None)
+        except DecodeScopeError as exc:      # say why and leave the panel
+            st.info(str(exc))
+            return
+        st.session_state[f"{key}_lens"] = (lm.name, lens)
+        column = lens.column_of(cursor)
+        if column is not None:
+            token = for_markdown(visible(lens.chosen_texts[column]))
+            layer = lens.first_top_layer(column)
+            if layer is None:
+                st.markdown(t("pipeline.lens_never", step=cursor + 1, token=f"“{token}”",
+                              rank=lens.cells[-1][column].chosen_rank))
+            elif layer == 0:
+                st.markdown(t("pipeline.lens_first_emb", step=cursor + 1, token=f"“{token}”"))
+            else:
+                st.markdown(t("pipeline.lens_first", step=cursor + 1, token=f"“{token}”", layer=layer,
+                              layers=lens.layers - 1))
+        if not lens.matches_model:
+            st.warning(t("pipeline.lens_mismatch", diff=f"{lens.max_diff:.3g}"))
+        words = _words("lens_fig_", ("x", "y", "emb", "z", "title", "first", "hover"))
+        st.plotly_chart(sized(lens_figure(lens, current=cursor, texts=words)), key=f"{key}_fig", width="stretch")
+
+
+def render_escape(trace, key: str, can_decode: bool, on_decode=None, lm=None) -> None:
+    """When the run loops: the escape grid, and a button that decodes again with the best cell.
+
+    With the model (lm) the grid reads the loop step's full logits; without it, the recorded candidates.
+    on_decode(config, step) runs as the button's callback (before the page), so it may set widget state."""
+    at = loop_step(trace) if trace.config.strategy in TOKEN_STRATEGIES else None
+    if at is None:
+        return
+    logits = None
+    if lm is not None:
+        identity = (lm.name, tuple(trace.prompt_token_ids), tuple(trace.best.token_ids[:at]))
+        logits = cached(f"{key}_logits", identity, lambda: step_logits(lm, trace, at))
+    grid = escape_grid(trace, logits=logits)
+    if grid is None:
+        return
+    with st.expander(t("pipeline.escape_title"), icon="🚪", expanded=True):
+        st.markdown(t("pipeline.escape_intro", step=grid.step + 1, token=f"“{for_markdown(visible(grid.text))}”"))
+        st.caption(t("pipeline.escape_run", p=f"{grid.run_prob:.1%}"))
+        if logits is not None:
+            st.caption(t("pipeline.escape_exact"))
+        elif grid.recorded_mass < 0.999:
+            st.caption(t("pipeline.escape_tail", share=f"{grid.recorded_mass:.1%}"))
+        words = _words("escape_fig_", ("x", "y", "z", "none", "top_p", "min_p", "best", "run", "title", "hover"))
+        st.plotly_chart(sized(escape_figure(grid, trace.config, texts=words)), key=f"{key}_fig", width="stretch")
+        row, column = grid.best()
+        better = grid.config_for(trace.config, row, column)
+        kind, value = grid.columns[column]
+        label = t("pipeline.escape_button", t=f"{grid.temperatures[row]:g}", cut=column_label(kind, value, words))
+        st.button(label, key=f"{key}_decode", icon="🔁", help=t("pipeline.escape_button_help"),
+                  disabled=not can_decode or on_decode is None, on_click=on_decode, args=(better, grid.step))
