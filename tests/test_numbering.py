@@ -1,0 +1,27 @@
+"""Steps are numbered from 1 wherever people read them; Step.index stays 0-based in the trace."""
+from __future__ import annotations
+
+import torch
+
+from engine import DecodeConfig, decode
+
+
+def test_cli_table_counts_steps_from_one(llama, monkeypatch, capsys):
+    import engine.model
+    from engine.__main__ import main
+
+    monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+    assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "5"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()[1:] if line[:4].strip().isdigit()]
+    assert [int(line[:4]) for line in lines] == [1, 2, 3, 4, 5]
+    # the row numbered 1 is the model's first greedy token, read off the logits directly
+    ids = llama.tokenizer("The capital of", return_tensors="pt").input_ids
+    with torch.no_grad():
+        first = int(llama.model(ids).logits[0, -1].argmax())
+    text = llama.tokenizer.decode([first]).strip()
+    assert text and text in lines[0][6:24]
+
+
+def test_trace_keeps_zero_based_indices(llama):
+    trace = decode(llama, "The capital of", DecodeConfig(max_new_tokens=3))
+    assert [s.index for s in trace.steps] == [0, 1, 2]
