@@ -59,10 +59,10 @@ st.markdown(t("embedding.lanes_texts", mode=t("embedding.mode_" + discrete_mode)
 if split is None:
     st.success(t("embedding.no_split", n=len(soft_ids)))
 elif split < min(len(discrete_ids), len(soft_ids)):
-    st.warning(t("embedding.split", step=split, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
+    st.warning(t("embedding.split", step=split + 1, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
                  soft=for_markdown(visible(soft.steps[split].feedback.argmax_text))))
 else:
-    st.warning(t("embedding.split_length", step=split))
+    st.warning(t("embedding.split_length", step=split + 1))
 
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
@@ -73,7 +73,8 @@ st.plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_
 st.subheader(t("embedding.step_header"))
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
 start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
-index = st.slider(t("embedding.step"), 0, len(steps_with_feedback) - 1, value=start, key="ee_step") \
+# the slider counts steps from 1, like every page; `index` is the 0-based position in the list
+index = st.slider(t("embedding.step"), 1, len(steps_with_feedback), value=start + 1, key="ee_step") - 1 \
     if len(steps_with_feedback) > 1 else 0
 step = steps_with_feedback[index]
 fb = step.feedback
@@ -83,14 +84,14 @@ cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.en
 cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
 cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
 left, right = st.columns(2)
-left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index),
+left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index + 1),
                                        highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
-right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index),
+right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index + 1),
                                         highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
 projection = next((p for p in projections if p.step == step.index), None)
 if projection is not None:
     proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
-    proj_labels["title"] = t("embedding.projection_title", step=step.index)
+    proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
     st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
     st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
@@ -115,10 +116,10 @@ g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
 if g_step is not None:
     gl, gr = st.columns(2)
     gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
-                                         t("embedding.gumbel_weights_title", step=g_step.index),
+                                         t("embedding.gumbel_weights_title", step=g_step.index + 1),
                                          highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
     gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
-                                         t("embedding.gumbel_nearest_title", step=g_step.index),
+                                         t("embedding.gumbel_nearest_title", step=g_step.index + 1),
                                          highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
     st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
 tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}

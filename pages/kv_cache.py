@@ -55,7 +55,8 @@ st.markdown(t("kv.per_row", layers=facts.layers, kv_heads=facts.kv_heads, head_d
 
 # ---- one step -------------------------------------------------------------------
 st.subheader(t("kv.step_header"))
-chosen = st.slider(t("kv.step"), 0, len(steps) - 1, value=len(steps) - 1, key="kv_step") if len(steps) > 1 else 0
+# steps are numbered from 1 for people (the last of a 12-token decode is step 12); CacheStep.step stays 0-based
+chosen = st.slider(t("kv.step"), 1, len(steps), value=len(steps), key="kv_step") - 1 if len(steps) > 1 else 0
 cs = steps[chosen]
 shared = sum(1 for b in cs.paged_blocks if b.refs > 1)
 cols = st.columns(5)
@@ -71,7 +72,7 @@ if strategy == "beam":
                 else t("kv.no_reorder"))
 
 row_labels = {k: t("kv." + k) for k in ("reused", "appended", "copied", "beam", "parent", "rows")}
-row_labels["title"] = t("kv.rows_title", step=cs.step)
+row_labels["title"] = t("kv.rows_title", step=cs.step + 1)
 st.plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
@@ -82,8 +83,8 @@ st.caption(t("kv.blocks_caption"))
 # ---- over the whole trace ----------------------------------------------------------
 st.subheader(t("kv.over_steps"))
 line_labels = {"step": t("kv.step"), "title": t("kv.bytes_title")}
-series = {t("kv.series_real"): ([c.step for c in steps], [c.bytes for c in steps]),
-          t("kv.series_paged"): ([c.step for c in steps], [c.paged_bytes for c in steps])}
+series = {t("kv.series_real"): ([c.step + 1 for c in steps], [c.bytes for c in steps]),
+          t("kv.series_paged"): ([c.step + 1 for c in steps], [c.paged_bytes for c in steps])}
 st.plotly_chart(sized(bytes_lines(series, line_labels)), key="kv_bytes_chart")
 saving = 1 - last.paged_bytes / last.bytes if last.bytes else 0.0
 st.markdown(t("kv.saving_less" if saving >= 0 else "kv.saving_more", real=f"{last.bytes / 1e6:,.2f}",
@@ -102,10 +103,10 @@ with st.spinner(t("kv.running")):
 common = min(len(greedy.steps), len(soft.steps))
 same = all(greedy.steps[i].kv.bytes == soft.steps[i].kv.bytes and greedy.steps[i].kv.rows == soft.steps[i].kv.rows
            for i in range(common))
-soft_series = {t("kv.series_greedy"): (range(len(greedy.steps)), [s.kv.bytes for s in greedy.steps]),
-               t("kv.series_soft"): (range(len(soft.steps)), [s.kv.bytes for s in soft.steps])}
+soft_series = {t("kv.series_greedy"): ([s.index + 1 for s in greedy.steps], [s.kv.bytes for s in greedy.steps]),
+               t("kv.series_soft"): ([s.index + 1 for s in soft.steps], [s.kv.bytes for s in soft.steps])}
 if strategy == "beam":
-    soft_series[t("kv.series_beam", beams=beams)] = ([c.step for c in steps], [c.bytes for c in steps])
+    soft_series[t("kv.series_beam", beams=beams)] = ([c.step + 1 for c in steps], [c.bytes for c in steps])
 st.plotly_chart(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})), key="kv_soft_chart")
 g_last, s_last = greedy.steps[common - 1].kv, soft.steps[common - 1].kv
 verdict = "kv.soft_same" if same else "kv.soft_differs"
