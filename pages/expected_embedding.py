@@ -7,7 +7,7 @@ from engine import DecodeConfig
 from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
-from figures.labels import NEWLINE, for_markdown, visible
+from figures.labels import NEWLINE, duration, for_markdown, visible
 from ui.i18n import t
 from ui.present import sized
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
@@ -137,8 +137,8 @@ cols = st.columns(4)
 cols[0].metric(t("embedding.cost_madds"), f"{cost.mixture_multiply_adds:,}",
                help=t("embedding.cost_madds_help", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}"))
 cols[1].metric(t("embedding.cost_p"), f"{cost.p_bytes / 1024:,.0f} KiB", help=t("embedding.cost_p_help"))
-cols[2].metric(t("embedding.cost_mixture_time"), f"{1e6 * cost.mixture_seconds:,.0f} µs")
-cols[3].metric(t("embedding.cost_lookup_time"), f"{1e6 * cost.lookup_seconds:,.1f} µs")
+cols[2].metric(t("embedding.cost_mixture_time"), duration(cost.mixture_seconds))
+cols[3].metric(t("embedding.cost_lookup_time"), duration(cost.lookup_seconds))
 st.markdown(t("embedding.cost_text", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}",
               madds=f"{cost.mixture_multiply_adds:,}", read=f"{cost.mixture_bytes_read / 1e6:,.1f}",
               lookup=f"{cost.lookup_bytes_read:,}", ratio=f"{cost.mixture_seconds / max(cost.lookup_seconds, 1e-12):,.0f}",

@@ -105,7 +105,8 @@ fig = candidates_figure(step, config, texts={
     "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
     "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
     "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
-    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title")})
+    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
+    "title_chosen": t("step.fig_title_chosen")})
 with chart_col:
     event = st.plotly_chart(sized(fig), key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
                             selection_mode="points", width="stretch")
