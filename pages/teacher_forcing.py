@@ -7,6 +7,7 @@ import streamlit as st
 from engine import DecodeConfig, DecodeScopeError, Neighbour
 from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
+from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars
 from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
@@ -68,7 +69,17 @@ reference = st.text_area(t("teacher.reference"), value=saved_reference, key="tf_
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
     st.error(S.pop("tf_reference_error"))
-if S["tf_for"] != fingerprint(settings.prompt):
+
+def prompt_is_good() -> bool:
+    """A bad prompt gets its own message below, with the last results kept; only a good one asks for a reference."""
+    try:
+        encode_prompt(lm, settings.prompt, chat=settings.chat)
+    except DecodeScopeError:
+        return False
+    return True
+
+
+if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     # scoring a reference under a prompt it was not written for gives numbers that mean nothing
     sync_url(tf_reference=reference, tf_for=S["tf_for"])
     st.warning(t("teacher.reference_other_prompt", prompt=one_line(settings.prompt[:120])))
