@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine import DecodeScopeError
 from engine.beam import BeamSearch
-from figures.beam_rerank import rerank
+from figures.beam_rerank import distinct_endings, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
@@ -75,7 +75,7 @@ if playing:
 def _toggle_play():
     S["beam_playing"] = not S.get("beam_playing", False)
     if S["beam_playing"] and S.get("beam_upto", last) >= last:
-        S["beam_upto"] = 1          # play from the start
+        S["beam_upto"] = 0          # play from the start: the run this click starts advances it to step 1
 
 
 cols = st.columns([1, 5])
@@ -105,14 +105,24 @@ st.caption(t("beam.legend_note"))
 ranking = rerank(trace, live_lp)
 st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
 st.caption(t("beam.formula"))
-rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): visible(h.text), t("beam.col_length"): h.length,
+endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
+rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
          t("beam.col_cum"): round(h.cum_logprob, 4),
          t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
          t("beam.col_in_set"): "✅" if h.in_set else "",
          t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
-        for i, h in enumerate(ranking.hypotheses)]
+        for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
 if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="beam_table")
+    # the text gets the room; the ticks and numbers need little, so every column fits at 1280 px
+    narrow = {t(f"beam.col_{c}"): st.column_config.Column(width="small")
+              for c in ("rank", "length", "cum", "in_set", "recorded")}
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="beam_table", column_config={
+        t("beam.col_text"): st.column_config.TextColumn(width="large", help=t("beam.col_text_help")), **narrow})
+    if endings[0] != visible(ranking.hypotheses[0].text):
+        st.caption(t("beam.endings_note"))
+    lengths = {h.length for h in ranking.hypotheses}
+    if len(rows) > 1 and len(lengths) == 1:
+        st.info(t("beam.same_length", length=lengths.pop()))
 else:
     st.info(t("beam.no_hypotheses"))
 if ranking.needs_new_search:
