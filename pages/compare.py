@@ -3,7 +3,7 @@ import streamlit as st
 
 from engine import DecodeScopeError
 from engine.decode import decode  # the function (`engine.decode` turns into the submodule once imported)
-from figures.compare import first_difference, lanes_figure, token_ids
+from figures.compare import coinciding, first_difference, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
@@ -107,6 +107,9 @@ if longest > 1:
         S["cmp_step"] = longest
     highlight = st.slider(t("compare.highlight"), 1, longest, key="cmp_step", help=t("compare.highlight_help")) - 1
 
+for names in coinciding([(name, tr) for _, name, tr in shown]):
+    st.info(t("compare.coincide", lanes=" · ".join(for_markdown(n) for n in names),
+              n=len(token_ids(next(tr for _, name, tr in shown if name == names[0])))))
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
 st.plotly_chart(sized(fig), key="cmp_chart", width="stretch")
