@@ -12,7 +12,7 @@ from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
@@ -21,7 +21,7 @@ PLAY_SECONDS = 0.7
 
 st.title(t("beam.title"))
 st.caption(t("beam.intro"))
-settings = shared_sidebar()
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
 with st.expander(t("export.open_trace"), icon="📂"):
     uploaded = trace_upload("beam_upload")

@@ -8,7 +8,7 @@ from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -21,7 +21,7 @@ CACHE_SIZE = 24
 
 st.title(t("compare.title"))
 st.caption(t("compare.intro"))
-settings = shared_sidebar()
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
 with st.expander(t("export.open_trace"), icon="📂"):
     uploaded = trace_upload("cmp_upload")

@@ -9,12 +9,12 @@ from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
 from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
+from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 
 st.title(t("kv.title"))
 st.caption(t("kv.intro"))
-settings = shared_sidebar()
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()

@@ -61,3 +61,14 @@ def test_moving_a_widget_is_not_mistaken_for_a_link(tiny_llama_folder):
     assert not at.exception, at.exception
     assert at.session_state["temperature"] == 0.7 and at.session_state["top_p"] == 0.5
     assert at.session_state["strategy"] == "sample"
+
+
+def test_heavy_pages_open_with_a_short_decode_and_the_light_one_with_the_usual(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    for page, length in (("kv_cache", 12), ("compare", 12), ("step_by_step", 24)):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.session_state["model"] = folder
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, at.exception
+        assert at.sidebar.number_input(key="max_new_tokens").value == length, page
+        assert at.query_params["max_new_tokens"] == [str(length)] or at.query_params["max_new_tokens"] == str(length)
