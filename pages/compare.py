@@ -7,7 +7,7 @@ from figures.compare import coinciding, first_difference, lanes_figure, token_id
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import sized
+from ui.present import sized, stage, stage_row
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
@@ -20,19 +20,20 @@ DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
 CACHE_SIZE = 24
 
 st.title(t("compare.title"))
-st.caption(t("compare.intro"))
+row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
-with st.expander(t("export.open_trace"), icon="📂"):
+with row["upload"]:
     uploaded = trace_upload("cmp_upload")
 
 # ---- which lanes, with which parameters -------------------------------------------------------
 url_lanes = [x for x in str(url_value("lanes", ",".join(DEFAULT_LANES))).split(",") if x in LANES]
 if "cmp_lanes" not in S:
     S["cmp_lanes"] = url_lanes or list(DEFAULT_LANES)
-chosen = st.multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
+slot = stage()
+chosen = row["settings"].multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
                         help=t("compare.lanes_help"))
-with st.expander(t("compare.lane_settings")):
+with row["settings"].expander(t("compare.lane_settings")):
     cols = st.columns(4)
     top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=max(1, url_value("cmp_top_k", 40, int)))
     top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
@@ -112,7 +113,7 @@ for names in coinciding([(name, tr) for _, name, tr in shown]):
               n=len(token_ids(next(tr for _, name, tr in shown if name == names[0])))))
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
-st.plotly_chart(sized(fig), key="cmp_chart", width="stretch")
+(slot or st).plotly_chart(sized(fig), key="cmp_chart", width="stretch")
 
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))

@@ -9,13 +9,14 @@ from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, duration, for_markdown, visible
 from ui.i18n import t
-from ui.present import sized
+from ui.present import sized, stage, stage_row
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
 st.title(t("embedding.title"))
-st.caption(t("embedding.intro"))
+row = stage_row(t("embedding.intro"), settings=t("present.settings"))
+slot = stage()
 settings = shared_sidebar()
 lm = get_lm(settings.model)
 if lm is None:
@@ -28,7 +29,7 @@ def one_line(text: str) -> str:
 
 
 # ---- controls --------------------------------------------------------------------------
-c1, c2 = st.columns(2)
+c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
 saved = url_value("ee_discrete", "greedy", str)
 discrete_mode = c1.radio(t("embedding.discrete"), modes, horizontal=True, key="ee_discrete",
@@ -67,7 +68,7 @@ else:
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
                "title": t("embedding.lane_title")}
-st.plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
+(slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
 
 # ---- one soft step ---------------------------------------------------------------------------
 st.subheader(t("embedding.step_header"))

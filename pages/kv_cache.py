@@ -8,12 +8,13 @@ from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
-from ui.present import sized
+from ui.present import sized, stage, stage_row
 from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 
 st.title(t("kv.title"))
-st.caption(t("kv.intro"))
+row = stage_row(t("kv.intro"), settings=t("present.settings"))
+slot = stage()
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 lm = get_lm(settings.model)
 if lm is None:
@@ -26,7 +27,7 @@ def one_line(text: str) -> str:
 
 
 # ---- controls ------------------------------------------------------------------
-left, right = st.columns(2)
+left, right = row["settings"].columns(2)
 strategies = ("greedy", "beam")
 strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_strategy",
                       index=strategies.index(url_value("kv_strategy", "greedy", str))
@@ -73,7 +74,7 @@ if strategy == "beam":
 
 row_labels = {k: t("kv." + k) for k in ("reused", "appended", "copied", "beam", "parent", "rows")}
 row_labels["title"] = t("kv.rows_title", step=cs.step + 1)
-st.plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
+(slot or st).plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
 block_labels["title"] = t("kv.blocks_title", block=BLOCK_SIZE)

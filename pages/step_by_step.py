@@ -8,7 +8,7 @@ from figures.candidates import candidates_figure
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import shortcut, sized
+from ui.present import shortcut, sized, stage_row
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -19,10 +19,10 @@ S = st.session_state
 PLAY_SECONDS = 0.6
 
 st.title(t("step.title"))
-st.caption(t("step.intro"))
+row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
 settings = shared_sidebar()
 copy_link_control()
-with st.expander(t("export.open_trace"), icon="📂"):
+with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
 # ---- the stepper: a recorded trace, or a live decode on the shared model ---------------
@@ -34,7 +34,7 @@ if uploaded is not None:
     stepper = S["sbs_viewer"]
     st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
 else:
-    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"))
+    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"])
     lm = get_lm(settings.model)
     if lm is None:
         st.stop()

@@ -13,7 +13,7 @@ from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
-from ui.present import sized
+from ui.present import sized, stage, stage_row
 from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number,
                         url_value)
 
@@ -21,7 +21,8 @@ DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on 
                      "the Eiffel Tower, the Louvre and the food.")
 
 st.title(t("teacher.title"))
-st.caption(t("teacher.intro"))
+row = stage_row(t("teacher.intro"), settings=t("present.settings"))
+slot = stage()
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 lm = get_lm(settings.model)
 if lm is None:
@@ -66,7 +67,7 @@ if "tf_for" not in S:
     # prompt, any other reference to the prompt it arrived with
     S["tf_for"] = url_value("tf_for", fingerprint(DEFAULT_PROMPT if saved_reference == DEFAULT_REFERENCE
                                                   else settings.prompt))
-reference = st.text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
+reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
     st.error(S.pop("tf_reference_error"))
@@ -90,7 +91,7 @@ if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     b2.button(t("teacher.keep_reference"), key="tf_keep_reference", icon="📌", on_click=_bind_reference,
               width="stretch")
     st.stop()
-c1, c2 = st.columns(2)
+c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
 saved_mode = url_value("tf_mode", "greedy", str)
 mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
@@ -123,7 +124,8 @@ cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
 bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
 bar_labels["divergence"] = t("teacher.divergence_mark")
 bar_labels["title"] = t("teacher.forced_title")
-st.plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence)), key="tf_forced_chart")
+(slot or st).plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence)),
+                          key="tf_forced_chart")
 with st.expander(t("teacher.table")):
     st.dataframe([{t("teacher.col_pos"): p.index + 1, t("teacher.col_token"): visible(p.text),
                    t("teacher.col_prob"): round(p.prob, 4), t("teacher.col_rank"): p.rank,
