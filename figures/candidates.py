@@ -63,19 +63,24 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     fig.add_scatter(x=x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in ("sample", "soft", "gumbel") and config.top_p < 1.0:
-        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
-                        name=words["threshold"].format(p=f"{config.top_p:g}"),
-                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name")
+        # named on the line itself, not in the legend: a fifth legend entry wraps into the title
+        threshold = words["threshold"].format(p=f"{config.top_p:g}")
+        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
+                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+        fig.add_annotation(x=len(cands) - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
+                           xanchor="right", yanchor="bottom", font=dict(color=THRESHOLD, size=13))
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
             fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
                                yshift=14, font=dict(color=CHOSEN, size=13))
     top, beyond = top_and_beyond(cands)
+    entries = sum(1 for trace in fig.data if trace.showlegend is not False)
+    extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
     heading = title or (words["title_chosen"] if beyond else words["title"])
     fig.update_layout(
         title=dict(text=heading.format(step=step.index + 1, n=top, rank=", ".join(str(r) for r in beyond)), y=0.97,
                    yref="container", yanchor="top"),
-        barmode="group", bargap=0.25, height=460, margin=dict(l=60, r=60, t=95, b=110),
+        barmode="group", bargap=0.25, height=460 + extra_top, margin=dict(l=60, r=60, t=95 + extra_top, b=110),
         xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
         yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
         yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False,

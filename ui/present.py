@@ -77,8 +77,10 @@ def sized(fig):
         # Streamlit's chart theme sizes ticks, legend and titles itself, so each is set, not just the default
         fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT),
                           legend=dict(font=dict(size=PRESENT_FONT)), title=dict(font=dict(size=PRESENT_FONT + 3)))
-        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT))     # axis titles keep their size: long ones must fit
-        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT))
+        # axis titles grow a little less than the ticks, and push the margins so long ones still fit
+        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        fig.update_layout(margin=dict(t=round((fig.layout.margin.t or 80) * 1.2)))   # room for the larger legend
         for trace in fig.data:          # sizes a figure set itself (node labels, counts) grow alike
             font = getattr(trace, "textfont", None)
             if font is not None and font.size is not None and not isinstance(font.size, (tuple, list)):
