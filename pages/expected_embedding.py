@@ -9,7 +9,7 @@ from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, duration, for_markdown, visible
 from ui.i18n import t
-from ui.present import sized, stage, stage_row
+from ui.present import scroll_to_section, sized, stage, stage_row
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
@@ -97,7 +97,8 @@ if projection is not None:
     st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
 # ---- Gumbel-softmax ---------------------------------------------------------------------------
-st.subheader(t("embedding.gumbel_header"))
+st.subheader(t("embedding.gumbel_header"), anchor="gumbel")
+scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
 st.markdown(t("embedding.gumbel_intro"))
 g1, g2 = st.columns(2)
 tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),

@@ -6,6 +6,8 @@ no token text is ever passed through unsafe HTML.
 """
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from ui.i18n import t
@@ -148,3 +150,22 @@ def stage():
     """Where the page's main figure goes: in presentation mode a slot right here, above the controls and
     text that follow, so the figure is on the first screen; else None (draw it where it comes)."""
     return st.container() if presenting() else None
+
+
+# Scrolls the heading with this anchor into view once the figures above it have drawn (they change
+# the page's height as they render). A constant script: the anchor is checked against ANCHOR first.
+_SCROLL = """<script>
+for (const wait of [300, 1200, 2500]) {
+  setTimeout(() => { const el = document.getElementById("%s"); if (el) el.scrollIntoView({block: "start"}); }, wait);
+}
+</script>"""
+ANCHOR = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")
+
+
+def scroll_to_section(anchor: str) -> None:
+    """When the address names this section (`section=<anchor>`), scroll there once and drop the request,
+    so later reruns leave the reader where they are."""
+    if st.query_params.get("section") != anchor or not ANCHOR.match(anchor):
+        return
+    st.query_params.pop("section", None)
+    st.html(_SCROLL % anchor, unsafe_allow_javascript=True)

@@ -48,15 +48,30 @@ def follow_link() -> None:
     """A setting the address changed since the last run came from a link (widgets write the address
     themselves, at the end of a run). A widget keeps its value in session state, which wins over the
     address, so a link to the page on screen would set only what no widget holds: "Show me" sampling
-    with top-p left the strategy on greedy. Forget those widget values so the widgets read the link."""
+    with top-p left the strategy on greedy. Give those widgets the link's value; set through session
+    state, it reaches the widget on screen too."""
     memory = st.session_state.get(_MEMORY)
     if memory is None:
         return
     for key, value in st.query_params.to_dict().items():
-        if key not in INTERFACE_KEYS and memory.get(key) != value:
-            for widget in (key, LINKED_WIDGETS.get(key)):
-                if widget:
-                    st.session_state.pop(widget, None)
+        widget = LINKED_WIDGETS.get(key, key)
+        if key in INTERFACE_KEYS or memory.get(key) == value or widget not in st.session_state:
+            continue
+        try:
+            st.session_state[widget] = _like(st.session_state[widget], value)
+        except (TypeError, ValueError):
+            st.session_state.pop(widget, None)      # the widget reads the address itself
+
+
+def _like(current, text: str):
+    """The address's text as a value of the widget's own type."""
+    if isinstance(current, bool):
+        return text in ("1", "true", "True")
+    if isinstance(current, (int, float)):
+        return type(current)(float(text)) if isinstance(current, int) else float(text)
+    if isinstance(current, list):
+        return [x for x in text.split(",") if x]
+    return text
 
 
 # URL keys whose widget has a key of its own
