@@ -57,3 +57,27 @@ def test_figure_text_and_captions_reach_4_5_to_1(page, server):
     colour, opacity = caption.evaluate("el => [getComputedStyle(el).color, getComputedStyle(el).opacity]")
     c = rgb(colour)
     assert contrast(c, back, alpha=c[3] * float(opacity)) >= 4.5, (colour, opacity)
+
+
+def test_charts_add_no_toolbar_stops_to_the_tab_order(page, server):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
+    chart.wait_for()
+    chart.hover()                         # the toolbar is drawn on hover too
+    page.wait_for_timeout(500)
+    found = page.evaluate("""() => { const all = [...document.querySelectorAll(
+            '.stPlotlyChart .modebar a, .stPlotlyChart .modebar button, .stPlotlyChart .modebar [tabindex]')];
+        return [all.length, all.filter(el => el.tabIndex >= 0).length]; }""")
+    assert found[0] > 0 and found[1] == 0, found      # the toolbar is there, for the mouse only
+
+
+def test_a_focused_sidebar_link_does_not_look_like_the_current_page(page, server):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    current, other = links.nth(0), links.nth(1)
+    other.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")            # focus arrives by keyboard, so :focus-visible applies
+    look = "el => { const s = getComputedStyle(el); return [s.outlineStyle, s.outlineWidth, s.textDecorationLine]; }"
+    assert other.evaluate(look) != current.evaluate(look)
+    assert other.evaluate(look)[0] != "none"
