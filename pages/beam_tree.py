@@ -114,11 +114,9 @@ rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_leng
          t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
         for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
 if rows:
-    # the text gets the room; the ticks and numbers need little, so every column fits at 1280 px
-    narrow = {t(f"beam.col_{c}"): st.column_config.Column(width="small")
-              for c in ("rank", "length", "cum", "in_set", "recorded")}
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="beam_table", column_config={
-        t("beam.col_text"): st.column_config.TextColumn(width="large", help=t("beam.col_text_help")), **narrow})
+    # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
+    with st.container(key="beam_table"):
+        st.table(pd.DataFrame(rows), hide_index=True)
     if endings[0] != visible(ranking.hypotheses[0].text):
         st.caption(t("beam.endings_note"))
     lengths = {h.length for h in ranking.hypotheses}

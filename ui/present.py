@@ -39,6 +39,7 @@ STYLESHEET = """
 [data-testid="stMain"] [data-baseweb="select"] div, [data-testid="stMain"] [data-baseweb="tag"] span,
 [data-testid="stMain"] input, [data-testid="stMain"] textarea { font-size: 1.25rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
+[data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
 [data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
 .st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
 .st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {

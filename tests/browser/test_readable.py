@@ -81,3 +81,20 @@ def test_a_focused_sidebar_link_does_not_look_like_the_current_page(page, server
     look = "el => { const s = getComputedStyle(el); return [s.outlineStyle, s.outlineWidth, s.textDecorationLine]; }"
     assert other.evaluate(look) != current.evaluate(look)
     assert other.evaluate(look)[0] != "none"
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_beam_table_shows_every_column_and_the_endings(page, server, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    open_page(page, server, "beam_tree", "lang=en&tour=0&num_beams=4&max_new_tokens=12")
+    assert_no_exception(page, server)
+    table = page.locator('.st-key-beam_table [data-testid="stTable"]').first
+    table.wait_for()
+    table.scroll_into_view_if_needed()
+    overflow = table.evaluate("el => [el.scrollWidth, el.clientWidth, el.querySelector('table').scrollWidth]")
+    assert max(overflow[0], overflow[2]) <= overflow[1] + 1, overflow          # no column cut off at the right
+    # every hypothesis' text is shown whole (wrapped, never cut with an ellipsis)
+    cells = table.locator("tbody tr td:nth-child(2)").all_inner_texts()
+    assert cells and all(not c.endswith("...") for c in cells)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    table.screenshot(path=str(SCREENSHOTS / f"beam_table_{width}.png"))

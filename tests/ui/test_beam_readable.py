@@ -83,7 +83,7 @@ def test_shared_beginnings_fold_so_endings_differ():
 def test_equal_lengths_say_why_the_penalty_moves_nothing(tiny_llama_folder):
     _, folder = tiny_llama_folder
     at = open_beam(folder, num_beams=2)
-    table = at.dataframe[0].value
+    table = at.table[0].value
     lengths = set(table["tokens"])
     if len(table) > 1 and len(lengths) == 1:
         assert any(f"has {lengths.pop()} tokens" in i.value and "cannot change their order" in i.value
