@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui import url_memory
 from ui.i18n import t
-from ui.present import presentation_controls, presenting, sidebar_state
+from ui.present import presentation_controls, sidebar_state
 from ui.tour import guided_tour
 
 url_memory.restore_interface()      # language, presentation mode and tour survive a page switch
@@ -37,9 +37,7 @@ page = st.navigation([st.Page(_start, title="DecodeScope", url_path="start", def
                       *pages])
 url_memory.restore_settings(page.url_path)
 try:
-    presentation_controls()
-    if not presenting():
-        guided_tour()
+    guided_tour(corner=presentation_controls())      # in presentation mode the tour folds into a corner button
     page.run()
 finally:
     url_memory.remember()

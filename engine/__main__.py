@@ -75,7 +75,8 @@ def config_from_args(args) -> DecodeConfig:
 
 
 def format_table(trace) -> str:
-    """One line per step: step, chosen token, its raw probability, the top 5 alternatives."""
+    """One line per step: step (numbered from 1, as on every page), chosen token, its raw probability,
+    the top 5 alternatives. Step.index stays 0-based in the trace; only the printed number is 1-based."""
     from .trace import Trace  # noqa: F401  (documentation of the input type)
 
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  top 5"]
@@ -84,7 +85,7 @@ def format_table(trace) -> str:
         prob = next((c.prob for c in step.candidates if c.token_id == chosen), float("nan"))
         top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in step.candidates[:5])
         extra = f" (+{len(step.chosen_ids) - 1} beams)" if len(step.chosen_ids) > 1 else ""
-        lines.append(f"{step.index:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}{extra}")
+        lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}{extra}")
     lines.append("")
     for i, seq in enumerate(trace.sequences):
         lines.append(f"[{i}] cum_logprob {seq.cum_logprob:.4f}  score {seq.score:.4f}  {seq.text!r}")

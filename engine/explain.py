@@ -367,7 +367,7 @@ def replay_summary(original, replay, step: int, sequence: int = 0, **rule) -> di
 
 # ---- plain text, for the CLI ---------------------------------------------------------
 def format_findings(trace, findings: dict | None = None) -> str:
-    """The findings as lines of text under the CLI table (steps 0-based, as in the table)."""
+    """The findings as lines of text under the CLI table (steps numbered from 1, as in the table)."""
     findings = findings or findings_of(trace)
     rule = findings["rule"]
     lines = [f"what happened (unlikely: p < {rule['threshold']} or rank > {rule['max_rank']}; loop: "
@@ -380,7 +380,7 @@ def format_findings(trace, findings: dict | None = None) -> str:
         if not events:
             lines.append("  nothing stands out")
         for event in events:
-            lines.append(f"  step {event['step']:>4}  {_describe(event)}")
+            lines.append(f"  step {event['step'] + 1:>4}  {_describe(event)}")
     return "\n".join(lines)
 
 
@@ -400,7 +400,7 @@ def _describe(event: dict) -> str:
         return f"{token}: unlikely pick, p {_prob(event['prob'])}, rank {rank}, mass ranked above {above}"
     if kind == "loop":
         span = _quoted("".join(event["texts"]))
-        return f"{span}: loop, {event['n']} tokens repeated {event['repeats']}x, until step {event['end'] - 1}"
+        return f"{span}: loop, {event['n']} tokens repeated {event['repeats']}x, through step {event['end']}"
     direction = "jumps" if kind == "entropy_jump" else "collapses"
     streak = "" if event["steps"] == 1 else f" for {event['steps']} steps"
     return f"{token}: entropy {direction} to {event['entropy']:.2f} nats (median {event['median']:.2f}){streak}"

@@ -115,3 +115,19 @@ def rerank(trace, length_penalty: float) -> Rerank:
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))
     return Rerank(length_penalty=length_penalty, hypotheses=hyps, stop_step=new_stop, recorded_stop_step=recorded_stop,
                   set_changed=set(new_set) != set(recorded_set), stop_changed=new_stop != recorded_stop)
+
+
+def distinct_endings(texts: list, context: int = 12) -> list:
+    """The texts with their shared beginning folded into "…", keeping `context` characters of it,
+    so hypotheses that differ only near the end do not all look the same in a narrow column."""
+    if len(texts) < 2:
+        return list(texts)
+    shared = 0
+    for chars in zip(*texts):
+        if len(set(chars)) > 1:
+            break
+        shared += 1
+    cut = shared - context
+    if cut <= 1:
+        return list(texts)
+    return ["…" + text[cut:] for text in texts]

@@ -49,6 +49,14 @@ def _arr(values: list) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
+LABEL_CHARS = 9
+
+
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """A node's token as a label: at most `limit` characters, then an ellipsis (the hover has it whole)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _fmt(x: float) -> str:
     return "−∞" if x is None or math.isinf(x) else f"{x:.3f}".replace("-", "−")
 
@@ -131,7 +139,9 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
 
     # ---- nodes ------------------------------------------------------------------------------
     drawn = [n for n in nodes if n.parent is not None and n.id in y]
-    finite = [n.cum_logprob for n in drawn if n.cum_logprob is not None and math.isfinite(n.cum_logprob)]
+    # one colour scale for the whole search, so a colour means the same score in every frame of Play
+    finite = [n.cum_logprob for n in trace.nodes if n.parent is not None and n.cum_logprob is not None
+              and math.isfinite(n.cum_logprob)]
     cmin, cmax = (min(finite), max(finite)) if finite else (-1.0, 0.0)
     if cmin == cmax:
         cmin -= 1.0
@@ -152,12 +162,16 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         fig.add_scatter(
             x=np.array([n.step + 1 for n in group]), y=np.array([y[n.id] for n in group]), mode="markers+text" if show_labels and
             status != "pruned" else "markers", name=words[status],
-            text=np.array([for_plotly(n.text) for n in group], dtype=object) if show_labels and status != "pruned" else None,
-            textposition="top center", textfont=dict(size=10),
+            text=np.array([for_plotly(short_label(n.text)) for n in group], dtype=object)
+            if show_labels and status != "pruned" else None,
+            # neighbouring columns put their labels on opposite sides, so long words do not run into each other
+            textposition=["top center" if n.step % 2 == 0 else "bottom center" for n in group],
+            textfont=dict(size=11),
             marker=dict(symbol=symbol, size=size, opacity=opacity, color=_arr([n.cum_logprob for n in group]),
                         colorscale=COLOURSCALE, cmin=cmin, cmax=cmax,
                         line=dict(width=2 if status == "finished" else 0.5, color=BEST if status == "finished" else "#777"),
-                        showscale=first, colorbar=dict(title=dict(text=words["colour"]), x=1.02) if first else None),
+                        showscale=first, colorbar=dict(title=dict(text=words["colour"]), x=1.0, xanchor="left",
+                                                       xpad=12, thickness=14) if first else None),
             hovertext=np.array([hover(n) for n in group], dtype=object), hoverinfo="text")
         first = False
     if folded:
@@ -170,15 +184,16 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                     textposition="top center", marker=dict(symbol="square", size=12, color="#888"),
                     hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
 
-    height = int(min(max(380, 34 * max_rows + 160), 900))
+    height = int(min(max(380, 40 * max_rows + 160), 900))
     fig.update_layout(
         title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1), y=0.98, yref="container",
                    yanchor="top"),
-        xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 1.6],
+        # room right of the last column for its labels, so the colour bar never covers them
+        xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 2.0],
                    zeroline=False),
         yaxis=dict(title=dict(text=words["y"]), showticklabels=False, zeroline=False, showgrid=False,
                    autorange="reversed"),   # rank 1 on top
-        height=height, margin=dict(l=60, r=30, t=100, b=60), hovermode="closest",
+        height=height, margin=dict(l=60, r=90, t=100, b=60), hovermode="closest",
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
     )
     return fig

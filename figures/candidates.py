@@ -31,7 +31,8 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     words = {"raw": "raw probability", "shaped": "after the strategy", "cut": "cut by truncation",
              "cumulative": "cumulative raw probability", "threshold": "top-p = {p}", "chosen": "chosen",
              "x": "candidate token (by raw rank)", "y": "probability", "y2": "cumulative probability",
-             "title": "Step {step}: top {n} candidates"}
+             "title": "Step {step}: top {n} candidates",
+             "title_chosen": "Step {step}: top {n} candidates + the chosen (rank {rank})"}
     words.update(texts or {})
     cands = sorted(step.candidates, key=lambda c: c.rank)
     chosen_ids = set(step.chosen_ids[:1])
@@ -64,17 +65,24 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     fig.add_scatter(x=x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
-        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
-                        name=words["threshold"].format(p=f"{config.top_p:g}"),
-                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name")
+        # named on the line itself, not in the legend: a fifth legend entry wraps into the title
+        threshold = words["threshold"].format(p=f"{config.top_p:g}")
+        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
+                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+        fig.add_annotation(x=len(cands) - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
+                           xanchor="right", yanchor="bottom", font=dict(color=THRESHOLD, size=13))
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
             fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
                                yshift=14, font=dict(color=CHOSEN, size=13))
+    top, beyond = top_and_beyond(cands)
+    entries = sum(1 for trace in fig.data if trace.showlegend is not False)
+    extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
+    heading = title or (words["title_chosen"] if beyond else words["title"])
     fig.update_layout(
-        title=dict(text=(title or words["title"]).format(step=step.index + 1, n=len(cands)), y=0.97, yref="container",
-                   yanchor="top"),
-        barmode="group", bargap=0.25, height=460, margin=dict(l=60, r=60, t=95, b=110),
+        title=dict(text=heading.format(step=step.index + 1, n=top, rank=", ".join(str(r) for r in beyond)), y=0.97,
+                   yref="container", yanchor="top"),
+        barmode="group", bargap=0.25, height=460 + extra_top, margin=dict(l=60, r=60, t=95 + extra_top, b=110),
         xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
         yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
         yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False,
@@ -83,6 +91,16 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         hovermode="closest", clickmode="event+select",
     )
     return fig
+
+
+def top_and_beyond(cands: list) -> tuple:
+    """(k, ranks): the candidates are the top k by rank plus these lower-ranked ones (a chosen token
+    from far down the list), so a title can say "top 20 + the chosen (rank 67)" rather than "top 21"."""
+    ranks = sorted(c.rank for c in cands)
+    k = 0
+    while k < len(ranks) and ranks[k] == k + 1:
+        k += 1
+    return k, ranks[k:]
 
 
 def _fmt(value: float) -> str:

@@ -43,6 +43,25 @@ def first_difference(a: list, b: list) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def coinciding(lanes: list) -> list:
+    """Groups of lane names whose texts are the same tokens, in lane order: one line hides the other."""
+    groups: dict = {}
+    for name, trace in lanes:
+        groups.setdefault(tuple(token_ids(trace)), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+
+
+def lane_style(i: int, count: int) -> dict:
+    """Line and marker of lane i of count: earlier lanes wider and solid-ish, later ones thinner and dashed,
+    so a lane drawn on top of another leaves the one below visible around it."""
+    return dict(line=dict(color=PALETTE[i % len(PALETTE)], width=2 + 2.5 * (count - 1 - i), dash=DASHES[i % len(DASHES)]),
+                marker=dict(size=5 + 2 * (count - 1 - i), symbol=SYMBOLS[i % len(SYMBOLS)]))
+
+
 def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: int | None = None,
                  texts: dict | None = None) -> go.Figure:
     """lanes: [(name, trace)]; part_steps: name -> step where the lane parts from greedy (marked ✕)."""
@@ -61,8 +80,8 @@ def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: in
             ys.append(total)
             hover.append(f"{html.escape(name)} · {words['x']} {step + 1}<br><b>{for_plotly(text)}</b>"
                          f"<br>logprob {logprob:.3f}<br>{words['y']} {total:.3f}")
-        fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=html.escape(name), line=dict(color=colour, width=2),
-                        marker=dict(size=5), hovertext=hover, hoverinfo="text")
+        fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=html.escape(name), hovertext=hover, hoverinfo="text",
+                        **lane_style(i, len(lanes)))
         part = part_steps.get(name)
         if part is not None and part < len(ys):
             fig.add_scatter(x=[xs[part]], y=[ys[part]], mode="markers", showlegend=False,

@@ -57,8 +57,10 @@ def projection_scatter(projection, labels: dict) -> go.Figure:
 
 
 def lane_lines(steps: list, labels: dict, difference: int | None = None) -> go.Figure:
-    """Per soft step: cosine of e to its nearest token, and the entropy of p (second axis)."""
-    xs = [s.index for s in steps if s.feedback is not None]
+    """Per soft step: cosine of e to its nearest token, and the entropy of p (second axis).
+
+    Steps are drawn numbered from 1; `difference` is a 0-based step index, as in the trace."""
+    xs = [s.index + 1 for s in steps if s.feedback is not None]
     fb = [s.feedback for s in steps if s.feedback is not None]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=xs, y=[f.nearest_cosine for f in fb], name=labels["cosine"], mode="lines+markers",
@@ -70,7 +72,7 @@ def lane_lines(steps: list, labels: dict, difference: int | None = None) -> go.F
                              hovertemplate=labels["step"] + " %{x}<br>" + labels["entropy"]
                                            + " %{y:.3f}<extra></extra>"))
     if difference is not None:
-        fig.add_vline(x=difference, line_dash="dash", line_color=RED, annotation_text=labels["difference"])
+        fig.add_vline(x=difference + 1, line_dash="dash", line_color=RED, annotation_text=labels["difference"])
     fig.update_layout(yaxis=dict(title=labels["cosine"], range=[0, 1.05]),
                       yaxis2=dict(title=labels["entropy"], overlaying="y", side="right", rangemode="tozero"))
     fig.update_xaxes(title=labels["step"])

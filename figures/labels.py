@@ -45,3 +45,12 @@ def for_markdown(text: str) -> str:
     """Safe inside st.markdown / captions: every Markdown and HTML special character escaped,
     and no bare address turned into a link."""
     return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER + r"\1", text))
+
+
+def duration(seconds: float) -> str:
+    """A measured time in the unit that reads best: µs below a millisecond, else ms, else s."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.1f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:,.2f} ms"
+    return f"{seconds:,.2f} s"

@@ -18,7 +18,8 @@ def _layout(fig: go.Figure, title: str, height: int = 360) -> go.Figure:
 
 
 def _tick(i: int, text: str) -> str:
-    return f"{i}:{for_plotly(text)}"
+    """'3:Paris' for the 0-based position i: positions are numbered from 1 on the axis, as on the page."""
+    return f"{i + 1}:{for_plotly(text)}"
 
 
 def _tops(neighbours: list) -> str:

@@ -6,13 +6,13 @@ import streamlit as st
 
 from engine import DecodeScopeError
 from engine.beam import BeamSearch
-from figures.beam_rerank import rerank
+from figures.beam_rerank import distinct_endings, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import shortcut, sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.present import shortcut, sized, stage, stage_row
+from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
@@ -20,10 +20,10 @@ S = st.session_state
 PLAY_SECONDS = 0.7
 
 st.title(t("beam.title"))
-st.caption(t("beam.intro"))
-settings = shared_sidebar()
+row = stage_row(t("beam.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
-with st.expander(t("export.open_trace"), icon="📂"):
+with row["upload"]:
     uploaded = trace_upload("beam_upload")
 
 # ---- the search: an uploaded trace, or a search on the shared model -------------------------
@@ -36,7 +36,7 @@ if uploaded is not None:
 else:
     if "beam_search_lp" not in S:
         S["beam_search_lp"] = url_number("length_penalty", 1.0, -2.0, 3.0)
-    cols = st.columns(3)
+    cols = row["settings"].columns(3)
     beams = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
                            value=url_number("num_beams", 4, 1, 8), help=t("step.num_beams_help"))
     early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
@@ -75,7 +75,7 @@ if playing:
 def _toggle_play():
     S["beam_playing"] = not S.get("beam_playing", False)
     if S["beam_playing"] and S.get("beam_upto", last) >= last:
-        S["beam_upto"] = 1          # play from the start
+        S["beam_upto"] = 0          # play from the start: the run this click starts advances it to step 1
 
 
 cols = st.columns([1, 5])
@@ -84,6 +84,7 @@ cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", 
 if last > 1:
     cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
 upto = S["beam_upto"]
+slot = stage()
 
 # ---- the length penalty: re-rank live from the recorded scores -------------------------------
 live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
@@ -98,21 +99,29 @@ fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts=
     "collapsed": t("beam.fig_collapsed"), "colour": t("beam.fig_colour"), "prompt": t("beam.fig_prompt"),
     "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
     "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"), "status": t("beam.fig_status")})
-st.plotly_chart(sized(fig), key="beam_chart", width="stretch")
+(slot or st).plotly_chart(sized(fig), key="beam_chart", width="stretch")
 st.caption(t("beam.legend_note"))
 
 # ---- the final hypotheses, ranked under the live length penalty -------------------------------
 ranking = rerank(trace, live_lp)
 st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
 st.caption(t("beam.formula"))
-rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): visible(h.text), t("beam.col_length"): h.length,
+endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
+rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
          t("beam.col_cum"): round(h.cum_logprob, 4),
          t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
          t("beam.col_in_set"): "✅" if h.in_set else "",
          t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
-        for i, h in enumerate(ranking.hypotheses)]
+        for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
 if rows:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="beam_table")
+    # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
+    with st.container(key="beam_table"):
+        st.table(pd.DataFrame(rows), hide_index=True)
+    if endings[0] != visible(ranking.hypotheses[0].text):
+        st.caption(t("beam.endings_note"))
+    lengths = {h.length for h in ranking.hypotheses}
+    if len(rows) > 1 and len(lengths) == 1:
+        st.info(t("beam.same_length", length=lengths.pop()))
 else:
     st.info(t("beam.no_hypotheses"))
 if ranking.needs_new_search:

@@ -5,12 +5,12 @@ import streamlit as st
 
 from engine import DecodeScopeError
 from engine import decode
-from figures.compare import first_difference, lanes_figure, token_ids
+from figures.compare import coinciding, first_difference, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import sized
-from ui.session import (copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
+from ui.present import sized, stage, stage_row
+from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -34,19 +34,20 @@ def step_budget() -> int:
         return DEFAULT_STEP_BUDGET
 
 st.title(t("compare.title"))
-st.caption(t("compare.intro"))
-settings = shared_sidebar()
+row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
-with st.expander(t("export.open_trace"), icon="📂"):
+with row["upload"]:
     uploaded = trace_upload("cmp_upload")
 
 # ---- which lanes, with which parameters -------------------------------------------------------
 url_lanes = [x for x in str(url_value("lanes", ",".join(DEFAULT_LANES))).split(",") if x in LANES]
 if "cmp_lanes" not in S:
     S["cmp_lanes"] = url_lanes or list(DEFAULT_LANES)
-chosen = st.multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
+slot = stage()
+chosen = row["settings"].multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
                         help=t("compare.lanes_help"))
-with st.expander(t("compare.lane_settings")):
+with row["settings"].expander(t("compare.lane_settings")):
     cols = st.columns(4)
     top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=url_number("cmp_top_k", 40, 1, 1000))
     top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
@@ -132,9 +133,12 @@ if longest > 1:
         S["cmp_step"] = longest
     highlight = st.slider(t("compare.highlight"), 1, longest, key="cmp_step", help=t("compare.highlight_help")) - 1
 
+for names in coinciding([(name, tr) for _, name, tr in shown]):
+    st.info(t("compare.coincide", lanes=" · ".join(for_markdown(n) for n in names),
+              n=len(token_ids(next(tr for _, name, tr in shown if name == names[0])))))
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
-st.plotly_chart(sized(fig), key="cmp_chart", width="stretch")
+(slot or st).plotly_chart(sized(fig), key="cmp_chart", width="stretch")
 
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))

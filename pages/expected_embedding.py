@@ -7,15 +7,16 @@ from engine import DecodeConfig
 from engine import decode
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
-from figures.labels import NEWLINE, for_markdown, visible
+from figures.labels import NEWLINE, duration, for_markdown, visible
 from ui.i18n import t
-from ui.present import sized
+from ui.present import scroll_to_section, sized, stage, stage_row
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
 st.title(t("embedding.title"))
-st.caption(t("embedding.intro"))
+row = stage_row(t("embedding.intro"), settings=t("present.settings"))
+slot = stage()
 settings = shared_sidebar()
 lm = get_lm(settings.model)
 if lm is None:
@@ -28,7 +29,7 @@ def one_line(text: str) -> str:
 
 
 # ---- controls --------------------------------------------------------------------------
-c1, c2 = st.columns(2)
+c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
 saved = url_value("ee_discrete", "greedy", str)
 discrete_mode = c1.radio(t("embedding.discrete"), modes, horizontal=True, key="ee_discrete",
@@ -59,21 +60,22 @@ st.markdown(t("embedding.lanes_texts", mode=t("embedding.mode_" + discrete_mode)
 if split is None:
     st.success(t("embedding.no_split", n=len(soft_ids)))
 elif split < min(len(discrete_ids), len(soft_ids)):
-    st.warning(t("embedding.split", step=split, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
+    st.warning(t("embedding.split", step=split + 1, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
                  soft=for_markdown(visible(soft.steps[split].feedback.argmax_text))))
 else:
-    st.warning(t("embedding.split_length", step=split))
+    st.warning(t("embedding.split_length", step=split + 1))
 
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
                "title": t("embedding.lane_title")}
-st.plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
+(slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
 
 # ---- one soft step ---------------------------------------------------------------------------
 st.subheader(t("embedding.step_header"))
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
 start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
-index = st.slider(t("embedding.step"), 0, len(steps_with_feedback) - 1, value=start, key="ee_step") \
+# the slider counts steps from 1, like every page; `index` is the 0-based position in the list
+index = st.slider(t("embedding.step"), 1, len(steps_with_feedback), value=start + 1, key="ee_step") - 1 \
     if len(steps_with_feedback) > 1 else 0
 step = steps_with_feedback[index]
 fb = step.feedback
@@ -83,19 +85,20 @@ cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.en
 cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
 cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
 left, right = st.columns(2)
-left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index),
+left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index + 1),
                                        highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
-right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index),
+right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index + 1),
                                         highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
 projection = next((p for p in projections if p.step == step.index), None)
 if projection is not None:
     proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
-    proj_labels["title"] = t("embedding.projection_title", step=step.index)
+    proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
     st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
     st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
 # ---- Gumbel-softmax ---------------------------------------------------------------------------
-st.subheader(t("embedding.gumbel_header"))
+st.subheader(t("embedding.gumbel_header"), anchor="gumbel")
+scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
 st.markdown(t("embedding.gumbel_intro"))
 g1, g2 = st.columns(2)
 tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),
@@ -115,10 +118,10 @@ g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
 if g_step is not None:
     gl, gr = st.columns(2)
     gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
-                                         t("embedding.gumbel_weights_title", step=g_step.index),
+                                         t("embedding.gumbel_weights_title", step=g_step.index + 1),
                                          highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
     gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
-                                         t("embedding.gumbel_nearest_title", step=g_step.index),
+                                         t("embedding.gumbel_nearest_title", step=g_step.index + 1),
                                          highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
     st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
 tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
@@ -136,8 +139,8 @@ cols = st.columns(4)
 cols[0].metric(t("embedding.cost_madds"), f"{cost.mixture_multiply_adds:,}",
                help=t("embedding.cost_madds_help", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}"))
 cols[1].metric(t("embedding.cost_p"), f"{cost.p_bytes / 1024:,.0f} KiB", help=t("embedding.cost_p_help"))
-cols[2].metric(t("embedding.cost_mixture_time"), f"{1e6 * cost.mixture_seconds:,.0f} µs")
-cols[3].metric(t("embedding.cost_lookup_time"), f"{1e6 * cost.lookup_seconds:,.1f} µs")
+cols[2].metric(t("embedding.cost_mixture_time"), duration(cost.mixture_seconds))
+cols[3].metric(t("embedding.cost_lookup_time"), duration(cost.lookup_seconds))
 st.markdown(t("embedding.cost_text", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}",
               madds=f"{cost.mixture_multiply_adds:,}", read=f"{cost.mixture_bytes_read / 1e6:,.1f}",
               lookup=f"{cost.lookup_bytes_read:,}", ratio=f"{cost.mixture_seconds / max(cost.lookup_seconds, 1e-12):,.0f}",

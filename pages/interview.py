@@ -30,7 +30,7 @@ DEMOS = {
     ],
     "soft": [
         ("link_soft", "expected_embedding", {"ee_discrete": "greedy", "ee_temperature": "1.0"}),
-        ("link_gumbel", "expected_embedding", {"ee_tau": "0.5", "ee_hard": "0"}),
+        ("link_gumbel", "expected_embedding", {"ee_tau": "0.5", "ee_hard": "0", "section": "gumbel"}),
     ],
     "kv": [
         ("link_kv_greedy", "kv_cache", {"kv_strategy": "greedy"}),

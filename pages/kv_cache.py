@@ -8,13 +8,14 @@ from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import NEWLINE, for_markdown
 from ui.i18n import t
-from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
+from ui.present import sized, stage, stage_row
+from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number, url_value
 
 
 st.title(t("kv.title"))
-st.caption(t("kv.intro"))
-settings = shared_sidebar()
+row = stage_row(t("kv.intro"), settings=t("present.settings"))
+slot = stage()
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()
@@ -26,7 +27,7 @@ def one_line(text: str) -> str:
 
 
 # ---- controls ------------------------------------------------------------------
-left, right = st.columns(2)
+left, right = row["settings"].columns(2)
 strategies = ("greedy", "beam")
 strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_strategy",
                       index=strategies.index(url_value("kv_strategy", "greedy", str))
@@ -55,7 +56,8 @@ st.markdown(t("kv.per_row", layers=facts.layers, kv_heads=facts.kv_heads, head_d
 
 # ---- one step -------------------------------------------------------------------
 st.subheader(t("kv.step_header"))
-chosen = st.slider(t("kv.step"), 0, len(steps) - 1, value=len(steps) - 1, key="kv_step") if len(steps) > 1 else 0
+# steps are numbered from 1 for people (the last of a 12-token decode is step 12); CacheStep.step stays 0-based
+chosen = st.slider(t("kv.step"), 1, len(steps), value=len(steps), key="kv_step") - 1 if len(steps) > 1 else 0
 cs = steps[chosen]
 shared = sum(1 for b in cs.paged_blocks if b.refs > 1)
 cols = st.columns(5)
@@ -71,8 +73,8 @@ if strategy == "beam":
                 else t("kv.no_reorder"))
 
 row_labels = {k: t("kv." + k) for k in ("reused", "appended", "copied", "beam", "parent", "rows")}
-row_labels["title"] = t("kv.rows_title", step=cs.step)
-st.plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
+row_labels["title"] = t("kv.rows_title", step=cs.step + 1)
+(slot or st).plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
 block_labels["title"] = t("kv.blocks_title", block=BLOCK_SIZE)
@@ -82,8 +84,8 @@ st.caption(t("kv.blocks_caption"))
 # ---- over the whole trace ----------------------------------------------------------
 st.subheader(t("kv.over_steps"))
 line_labels = {"step": t("kv.step"), "title": t("kv.bytes_title")}
-series = {t("kv.series_real"): ([c.step for c in steps], [c.bytes for c in steps]),
-          t("kv.series_paged"): ([c.step for c in steps], [c.paged_bytes for c in steps])}
+series = {t("kv.series_real"): ([c.step + 1 for c in steps], [c.bytes for c in steps]),
+          t("kv.series_paged"): ([c.step + 1 for c in steps], [c.paged_bytes for c in steps])}
 st.plotly_chart(sized(bytes_lines(series, line_labels)), key="kv_bytes_chart")
 saving = 1 - last.paged_bytes / last.bytes if last.bytes else 0.0
 st.markdown(t("kv.saving_less" if saving >= 0 else "kv.saving_more", real=f"{last.bytes / 1e6:,.2f}",
@@ -102,10 +104,10 @@ with st.spinner(t("kv.running")):
 common = min(len(greedy.steps), len(soft.steps))
 same = all(greedy.steps[i].kv.bytes == soft.steps[i].kv.bytes and greedy.steps[i].kv.rows == soft.steps[i].kv.rows
            for i in range(common))
-soft_series = {t("kv.series_greedy"): (range(len(greedy.steps)), [s.kv.bytes for s in greedy.steps]),
-               t("kv.series_soft"): (range(len(soft.steps)), [s.kv.bytes for s in soft.steps])}
+soft_series = {t("kv.series_greedy"): ([s.index + 1 for s in greedy.steps], [s.kv.bytes for s in greedy.steps]),
+               t("kv.series_soft"): ([s.index + 1 for s in soft.steps], [s.kv.bytes for s in soft.steps])}
 if strategy == "beam":
-    soft_series[t("kv.series_beam", beams=beams)] = ([c.step for c in steps], [c.bytes for c in steps])
+    soft_series[t("kv.series_beam", beams=beams)] = ([c.step + 1 for c in steps], [c.bytes for c in steps])
 st.plotly_chart(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})), key="kv_soft_chart")
 g_last, s_last = greedy.steps[common - 1].kv, soft.steps[common - 1].kv
 verdict = "kv.soft_same" if same else "kv.soft_differs"

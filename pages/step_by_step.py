@@ -9,7 +9,7 @@ from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.pipeline import render_escape, render_lens, render_stages
-from ui.present import shortcut, sized
+from ui.present import shortcut, sized, stage_row
 from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, show_error
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -20,10 +20,10 @@ S = st.session_state
 PLAY_SECONDS = 0.6
 
 st.title(t("step.title"))
-st.caption(t("step.intro"))
+row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
 settings = shared_sidebar()
 copy_link_control()
-with st.expander(t("export.open_trace"), icon="📂"):
+with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
 # ---- the stepper: a recorded trace, or a live decode on the shared model ---------------
@@ -35,7 +35,7 @@ if uploaded is not None:
     stepper = S["sbs_viewer"]
     st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
 else:
-    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"))
+    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"])
     lm = get_lm(settings.model)
     if lm is None:
         st.stop()
@@ -108,7 +108,8 @@ fig = candidates_figure(step, config, texts={
     "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
     "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
     "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
-    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title")})
+    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
+    "title_chosen": t("step.fig_title_chosen")})
 with chart_col:
     event = st.plotly_chart(sized(fig), key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
                             selection_mode="points", width="stretch")

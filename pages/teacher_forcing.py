@@ -1,24 +1,29 @@
 """Page: teacher forcing vs free running on one prompt and reference, and scheduled sampling over eps."""
+import hashlib
 import math
 
 import streamlit as st
 
-from engine import Neighbour
+from engine import DecodeConfig, DecodeScopeError, Neighbour
+from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
 from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
+from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars
 from figures.labels import NEWLINE, for_markdown, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
-from ui.present import sized
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
+from ui.present import sized, stage, stage_row
+from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number,
+                        url_value)
 
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
 
 st.title(t("teacher.title"))
-st.caption(t("teacher.intro"))
-settings = shared_sidebar()
+row = stage_row(t("teacher.intro"), settings=t("present.settings"))
+slot = stage()
+settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()
@@ -29,9 +34,64 @@ def one_line(text: str) -> str:
     return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
-reference = st.text_area(t("teacher.reference"), value=url_value("tf_reference", DEFAULT_REFERENCE), key="tf_reference",
-                         height=90, help=t("teacher.reference_help"))
-c1, c2 = st.columns(2)
+# ---- the reference belongs to the prompt it was written for ----------------------------------
+def fingerprint(prompt: str) -> str:
+    """A short stamp of a prompt, kept in the URL beside the reference it belongs to."""
+    return hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:10]
+
+
+def _bind_reference() -> None:
+    """A reference typed (or kept) here belongs to the prompt in the sidebar now."""
+    S["tf_for"] = fingerprint(settings.prompt)
+
+
+def _use_greedy_reference() -> None:
+    """The model's own greedy continuation of this prompt becomes the reference."""
+    config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
+    try:
+        text = decode(lm, settings.prompt, config).best.text
+    except DecodeScopeError as exc:
+        S["tf_reference_error"] = str(exc)
+        return
+    if text.strip():
+        S["tf_reference"] = text
+        _bind_reference()
+    else:
+        S["tf_reference_error"] = t("teacher.greedy_empty")
+
+
+S = st.session_state
+saved_reference = url_value("tf_reference", DEFAULT_REFERENCE)
+if "tf_for" not in S:
+    # a link from before references carried their prompt: the default reference belongs to the default
+    # prompt, any other reference to the prompt it arrived with
+    S["tf_for"] = url_value("tf_for", fingerprint(DEFAULT_PROMPT if saved_reference == DEFAULT_REFERENCE
+                                                  else settings.prompt))
+reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
+                         height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
+if S.get("tf_reference_error"):
+    st.error(S.pop("tf_reference_error"))
+
+def prompt_is_good() -> bool:
+    """A bad prompt gets its own message below, with the last results kept; only a good one asks for a reference."""
+    try:
+        encode_prompt(lm, settings.prompt, chat=settings.chat)
+    except DecodeScopeError:
+        return False
+    return True
+
+
+if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
+    # scoring a reference under a prompt it was not written for gives numbers that mean nothing
+    sync_url(tf_reference=reference, tf_for=S["tf_for"])
+    st.warning(t("teacher.reference_other_prompt", prompt=one_line(settings.prompt[:120])))
+    b1, b2 = st.columns(2)
+    b1.button(t("teacher.use_greedy"), key="tf_use_greedy", icon="🤖", on_click=_use_greedy_reference,
+              type="primary", width="stretch", help=t("teacher.use_greedy_help", n=settings.max_new_tokens))
+    b2.button(t("teacher.keep_reference"), key="tf_keep_reference", icon="📌", on_click=_bind_reference,
+              width="stretch")
+    st.stop()
+c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
 saved_mode = url_value("tf_mode", "greedy", str)
 mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
@@ -39,7 +99,7 @@ mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
                 format_func=lambda m: t("teacher.mode_" + m), help=t("teacher.mode_help"))
 temperature = c2.slider(t("teacher.temperature"), 0.1, 2.0, step=0.05, key="tf_temperature",
                         value=url_number("tf_temperature", 1.0, 0.1, 2.0), disabled=mode != "sample")
-sync_url(tf_reference=reference, tf_mode=mode, tf_temperature=temperature)
+sync_url(tf_reference=reference, tf_for=S["tf_for"], tf_mode=mode, tf_temperature=temperature)
 temperature = temperature if mode == "sample" else 1.0
 
 # ---- 1. teacher forcing ---------------------------------------------------------------
@@ -64,9 +124,10 @@ cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
 bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
 bar_labels["divergence"] = t("teacher.divergence_mark")
 bar_labels["title"] = t("teacher.forced_title")
-st.plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence)), key="tf_forced_chart")
+(slot or st).plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence)),
+                          key="tf_forced_chart")
 with st.expander(t("teacher.table")):
-    st.dataframe([{t("teacher.col_pos"): p.index, t("teacher.col_token"): visible(p.text),
+    st.dataframe([{t("teacher.col_pos"): p.index + 1, t("teacher.col_token"): visible(p.text),
                    t("teacher.col_prob"): round(p.prob, 4), t("teacher.col_rank"): p.rank,
                    t("teacher.col_entropy"): round(p.entropy, 3),
                    t("teacher.col_top"): " · ".join(f"{visible(c.text)} {c.value:.3f}" for c in p.top)}
@@ -81,8 +142,9 @@ if run.first_divergence is None:
 else:
     d = run.first_divergence
     first = run.comparison[0]
-    st.markdown(t("teacher.divergence", pos=d, own=for_markdown(visible(first.own_text)),
-                  true=for_markdown(visible(first.true_text)), same=d))
+    # positions are numbered from 1 for people; d is the 0-based index of the first differing token
+    st.markdown(t("teacher.divergence" if d else "teacher.divergence_first", pos=d + 1,
+                  own=for_markdown(visible(first.own_text)), true=for_markdown(visible(first.true_text)), same=d))
     kl_labels = {k: t("teacher." + k) for k in ("kl", "own", "true", "own_token", "own_prob")}
     kl_labels["title"] = t("teacher.kl_title")
     st.plotly_chart(sized(kl_lines(run.comparison, kl_labels)), key="tf_kl_chart")
@@ -91,11 +153,11 @@ else:
                   count=len(run.comparison)))
     if len(run.comparison) > 1:
         # start one past the divergence: at the divergence itself both prefixes are still equal
-        pick = st.select_slider(t("teacher.position"), [c.index for c in run.comparison], key="tf_position",
-                                value=run.comparison[1].index)
+        pick = st.select_slider(t("teacher.position"), [c.index + 1 for c in run.comparison], key="tf_position",
+                                value=run.comparison[1].index + 1) - 1
     else:
         pick = run.comparison[0].index
-    row = next(c for c in run.comparison if c.index == pick)
+    row = next(c for c in run.comparison if c.index == pick)      # pick: 0-based, shown as pick + 1
 
     def with_reference(top: list, prob: float) -> list:
         """The top candidates, plus the reference token (with its probability) when it is not among them."""
@@ -105,10 +167,10 @@ else:
 
     left, right = st.columns(2)
     left.plotly_chart(sized(neighbour_bars(with_reference(row.own_top, row.own_prob_of_true), t("teacher.prob"),
-                                           t("teacher.own_title", pos=pick), highlight_id=row.true_token_id, range_max=1.0)),
+                                           t("teacher.own_title", pos=pick + 1), highlight_id=row.true_token_id, range_max=1.0)),
                       key="tf_own_chart")
     right.plotly_chart(sized(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob), t("teacher.prob"),
-                                            t("teacher.true_title", pos=pick), highlight_id=row.true_token_id,
+                                            t("teacher.true_title", pos=pick + 1), highlight_id=row.true_token_id,
                                             range_max=1.0)), key="tf_true_chart")
     st.caption(t("teacher.pair_caption", kl=f"{row.kl:.3f}", prob=f"{row.own_prob_of_true:.4f}",
                  token=for_markdown(visible(row.true_text))))
@@ -130,7 +192,7 @@ cols[1].metric(t("teacher.metric_logprob"), f"{mixed.logprob:.2f}", delta=f"{mix
                help=t("teacher.delta_help"))
 cols[2].metric(t("teacher.metric_passes"), f"{mixed.forward_passes}")
 strip_labels = {k: t("teacher." + k) for k in ("swapped", "kept", "logprob")}
-strip_labels["title"] = t("teacher.strip_title", eps=f"{eps:.2f}")
+strip_labels["title"] = t("teacher.strip_title", eps=f"{eps:.2f}", swapped=swapped, n=n)
 st.plotly_chart(sized(swap_strip(forced, mixed, strip_labels)), key="tf_strip_chart")
 
 points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")

@@ -354,7 +354,7 @@ class TestCli:
         assert trace.findings["explain"] == explain(trace)
         events = timeline(trace.findings["explain"])
         lines = [line for line in below.splitlines() if line.startswith("  step")]
-        assert [int(line.split()[1]) for line in lines] == [e["step"] for e in events]
+        assert [int(line.split()[1]) for line in lines] == [e["step"] + 1 for e in events]   # printed from 1
 
     def test_without_explain_nothing_is_added(self, llama, monkeypatch, capsys):
         import engine.model

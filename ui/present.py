@@ -6,6 +6,8 @@ no token text is ever passed through unsafe HTML.
 """
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from ui.i18n import t
@@ -13,22 +15,48 @@ from ui.session import sync_url, url_value
 
 KEY = "present"
 
-# Bigger text and controls, no width cap on the page, figures stretched to the column.
+# Bigger text and controls, no width cap on the page, figures stretched to the column; the top of the
+# page is tight, so the main figure starts on the first screen of a 1280x720 projector. Everything that
+# holds text grows with it: token chips and their legend (inline sizes, hence !important), dropdowns,
+# lane chips and tables (a canvas, so it is zoomed).
 STYLESHEET = """
 <style>
-[data-testid="stMain"] .block-container { max-width: 100%; padding-left: 2.5rem; padding-right: 2.5rem; }
+[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.2rem 2.5rem 2rem 2.5rem; }
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
-[data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.6; }
-[data-testid="stMain"] h1 { font-size: 3rem; }
-[data-testid="stMain"] h2 { font-size: 2.3rem; }
-[data-testid="stMain"] h3 { font-size: 1.8rem; }
+[data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.5; }
+[data-testid="stMain"] h1 { font-size: 2.2rem; padding: 0 0 0.2rem 0; }
+[data-testid="stMain"] h2 { font-size: 2rem; }
+[data-testid="stMain"] h3 { font-size: 1.7rem; }
 [data-testid="stMain"] [data-testid="stMetricValue"], [data-testid="stMain"] [data-testid="stMetricValue"] p {
-  font-size: 2.6rem; line-height: 1.2; }
+  font-size: 2.3rem; line-height: 1.2; }
 [data-testid="stMain"] .stButton button, [data-testid="stMain"] .stPageLink a {
-  min-height: 3.4rem; font-size: 1.3rem; padding: 0.5rem 1.4rem; }
+  min-height: 3rem; font-size: 1.3rem; padding: 0.4rem 1.2rem; }
 [data-testid="stMain"] .stButton button p, [data-testid="stMain"] .stPageLink a p { font-size: 1.3rem; }
 [data-testid="stMain"] [data-testid="stPlotlyChart"], [data-testid="stMain"] .stPlotlyChart { width: 100% !important; }
 [data-testid="stMain"] code { font-size: 1.15rem; }
+[data-testid="stMain"] [data-testid="stHtml"] div { font-size: 1.35rem !important; }
+[data-testid="stMain"] [data-testid="stHtml"] span[style*="font-size"] { font-size: 1.1rem !important; }
+[data-testid="stMain"] [data-baseweb="select"] div, [data-testid="stMain"] [data-baseweb="tag"] span,
+[data-testid="stMain"] input, [data-testid="stMain"] textarea { font-size: 1.25rem; }
+[data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
+[data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
+[data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
+.st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
+.st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {
+  min-height: 2.2rem; font-size: 1rem; padding: 0.2rem 0.8rem; }
+</style>
+"""
+
+# Always on, in every mode: readable contrast (at least 4.5:1) for captions and the text inside figures,
+# in the theme's own text colour so light and dark themes both work; a focused sidebar link is outlined,
+# so it no longer looks like the current page.
+BASE_STYLESHEET = """
+<style>
+[data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
+.stPlotlyChart .xtick text, .stPlotlyChart .ytick text, .stPlotlyChart .y2tick text, .stPlotlyChart .g-xtitle text,
+.stPlotlyChart .g-ytitle text, .stPlotlyChart .g-y2title text, .stPlotlyChart .legendtext, .stPlotlyChart .gtitle,
+.stPlotlyChart .cbtitle text, .stPlotlyChart .cbaxis text { fill: currentColor !important; fill-opacity: 1 !important; }
+[data-testid="stSidebarNav"] a:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
 </style>
 """
 
@@ -52,8 +80,10 @@ def sized(fig):
         # Streamlit's chart theme sizes ticks, legend and titles itself, so each is set, not just the default
         fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT),
                           legend=dict(font=dict(size=PRESENT_FONT)), title=dict(font=dict(size=PRESENT_FONT + 3)))
-        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT))     # axis titles keep their size: long ones must fit
-        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT))
+        # axis titles grow a little less than the ticks, and push the margins so long ones still fit
+        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        fig.update_layout(margin=dict(t=round((fig.layout.margin.t or 80) * 1.2)))   # room for the larger legend
         for trace in fig.data:          # sizes a figure set itself (node labels, counts) grow alike
             font = getattr(trace, "textfont", None)
             if font is not None and font.size is not None and not isinstance(font.size, (tuple, list)):
@@ -80,12 +110,74 @@ def _leave() -> None:
     st.query_params[KEY] = "0"
 
 
-def presentation_controls() -> bool:
-    """The sidebar switch, and in presentation mode the stylesheet and a way out. Returns whether on."""
+# A chart's toolbar buttons stay for the mouse but leave the Tab order: eight stops per chart kept a
+# keyboard user from reaching the controls below. A constant script; it watches for charts drawn later.
+_QUIET_TOOLBARS = """<script>
+const quiet = () => document.querySelectorAll('.modebar-btn, .modebar a, .modebar button')
+  .forEach(el => el.setAttribute('tabindex', '-1'));
+quiet();
+new MutationObserver(quiet).observe(document.body, {subtree: true, childList: true});
+</script>"""
+
+
+def presentation_controls():
+    """The sidebar switch, and in presentation mode the stylesheet and a way out, pinned in the top corner
+    where they take no room from the stage. Returns that corner (a container) when on, else None."""
     on = st.sidebar.toggle(t("present.toggle"), value=presenting(), key=KEY, help=t("present.toggle_help"))
     sync_url(**{KEY: on})
-    if on:
-        st.markdown(STYLESHEET, unsafe_allow_html=True)
-        st.caption(t("present.active_hint"))
-        st.button(t("present.exit"), key="present_exit", icon="🖥️", on_click=_leave)
-    return on
+    st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
+    st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
+    if not on:
+        return None
+    st.markdown(STYLESHEET, unsafe_allow_html=True)
+    corner = st.container(key="present_corner", horizontal=True, gap="small")
+    corner.button(t("present.exit"), key="present_exit", icon="🖥️", on_click=_leave, help=t("present.active_hint"))
+    return corner
+
+
+def stage_row(intro: str, upload: str | None = None, settings: str | None = None) -> dict:
+    """The page's introduction, trace upload and settings. On screen: a caption, an expander and the page
+    itself. In presentation mode: one row of popovers, so the main figure is on the first screen.
+    Returns containers to fill: "upload" and "settings" (those asked for)."""
+    if not presenting():
+        st.caption(intro)
+        out = {}
+        if upload:
+            out["upload"] = st.expander(upload, icon="📂")
+        if settings:
+            out["settings"] = st.container()
+        return out
+    with st.container(horizontal=True, gap="small", key="stage_row"):
+        out = {}
+        if settings:
+            out["settings"] = st.popover(settings, icon="⚙️")
+        if upload:
+            out["upload"] = st.popover(upload, icon="📂")
+        with st.popover(t("present.about"), icon="ℹ️"):
+            st.markdown(intro)
+    return out
+
+
+def stage():
+    """Where the page's main figure goes: in presentation mode a slot right here, above the controls and
+    text that follow, so the figure is on the first screen; else None (draw it where it comes)."""
+    return st.container() if presenting() else None
+
+
+# Scrolls the heading with this anchor into view once the figures above it have drawn (they change
+# the page's height as they render). A constant script: the anchor is checked against ANCHOR first.
+_SCROLL = """<script>
+for (const wait of [300, 1200, 2500]) {
+  setTimeout(() => { const el = document.getElementById("%s"); if (el) el.scrollIntoView({block: "start"}); }, wait);
+}
+</script>"""
+ANCHOR = re.compile(r"^[a-z][a-z0-9_-]{0,40}$")
+
+
+def scroll_to_section(anchor: str) -> None:
+    """When the address names this section (`section=<anchor>`), scroll there once and drop the request,
+    so later reruns leave the reader where they are."""
+    if st.query_params.get("section") != anchor or not ANCHOR.match(anchor):
+        return
+    st.query_params.pop("section", None)
+    st.html(_SCROLL % anchor, unsafe_allow_javascript=True)

@@ -7,9 +7,17 @@ A new branch starts from its parent's state at the branch step (KV cache, genera
 costs one forward pass. When the settings change, the branches are kept; each is replayed
 under the new config only when the new settings could change the steps it has taken
 (a branch is reproducible from config + forced).
+
+Streamlit's fast reruns start a new run of the page while the previous one may still be
+decoding (it stops only at its next Streamlit call), so two threads can work on the same
+Stepper. Every change holds the stepper's lock: the new run waits for the old change to
+finish instead of replacing runners under it (that race once left the cursor past the
+decoded steps: an empty text with Back enabled).
 """
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass, field
 
 from engine import DecodeConfig, LoadedModel, Trace, make_runner
@@ -28,11 +36,21 @@ class Branch:
         return min(self.forced) if self.forced else None
 
 
+def _locked(method):
+    """Run a Stepper method holding the stepper's lock (re-entrant: methods call each other)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run
+
+
 class Stepper:
     """Decodes one prompt step by step, with branches; or replays a recorded trace (no model)."""
 
     def __init__(self, lm: LoadedModel | None, prompt: str, config: DecodeConfig, recorded: Trace | None = None):
         self.lm, self.prompt, self.config, self.recorded = lm, prompt, config, recorded
+        self._lock = threading.RLock()
         self.branches = [Branch(forced={})]
         self.active = 0
         self.cursor = 0
@@ -44,6 +62,7 @@ class Stepper:
         return cls(None, trace.prompt, trace.config, recorded=trace)
 
     # ---- runs ------------------------------------------------------------------
+    @_locked
     def runner(self, index: int | None = None) -> Runner:
         branch = self.branches[self.active if index is None else index]
         if branch.runner is None:
@@ -60,6 +79,7 @@ class Stepper:
             return True
         return self.runner(index).finished
 
+    @_locked
     def ensure(self, n: int, index: int | None = None) -> None:
         """Decode until the branch has n steps (or has ended)."""
         if self.recorded is not None:
@@ -68,6 +88,7 @@ class Stepper:
         while len(run.steps) < n and not run.finished:
             run.step()
 
+    @_locked
     def trace(self, index: int | None = None) -> Trace:
         if self.recorded is not None:
             return self.recorded
@@ -84,6 +105,7 @@ class Stepper:
         return steps[min(self.cursor, len(steps) - 1)] if steps else None
 
     # ---- moving ------------------------------------------------------------------
+    @_locked
     def next(self) -> bool:
         """Move one step forward; a forward pass only when the cursor is on the newest step."""
         if self.cursor + 1 < len(self.steps()):
@@ -95,13 +117,16 @@ class Stepper:
         self.cursor = len(self.steps()) - 1
         return True
 
+    @_locked
     def back(self) -> None:
         self.cursor = max(0, self.cursor - 1)
 
+    @_locked
     def go(self, step: int) -> None:
         self.ensure(step + 1)
         self.cursor = max(0, min(step, len(self.steps()) - 1))
 
+    @_locked
     def reset(self) -> None:
         """Start the decode over: drop the branches and the caches."""
         self.branches = [Branch(forced={})]
@@ -109,6 +134,7 @@ class Stepper:
         self.cursor = 0
         self.ensure(1)
 
+    @_locked
     def reconfigure(self, config: DecodeConfig) -> None:
         """New strategy settings: keep the branches and the cursor, replay each under the new config."""
         if config == self.config:
@@ -124,6 +150,7 @@ class Stepper:
         self.cursor = min(self.cursor, len(self.steps()) - 1)
 
     # ---- branches ------------------------------------------------------------------
+    @_locked
     def branch(self, token_id: int) -> int:
         """Force token_id at the cursor's step and continue from there; returns the branch index.
 
@@ -147,6 +174,7 @@ class Stepper:
         self.cursor = at
         return self.active
 
+    @_locked
     def switch(self, index: int) -> None:
         """Show another branch; the cursor stays on the same step where that branch has it."""
         self.active = max(0, min(index, len(self.branches) - 1))

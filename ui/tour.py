@@ -12,6 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.i18n import language, t
+from ui.present import presenting
 from ui.session import DEFAULT_PROMPT, sync_url, url_value
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
@@ -42,15 +43,28 @@ def _move(delta: int) -> None:
 
 def tour_link_params(page_settings: dict) -> dict:
     """Query parameters for a tour link: the step's settings on the tour prompt, in the current language."""
-    return {"prompt": DEFAULT_PROMPT, "seed": "0", "max_new_tokens": "12", **page_settings, "lang": language()}
+    params = {"prompt": DEFAULT_PROMPT, "seed": "0", "max_new_tokens": "12", **page_settings, "lang": language()}
+    if presenting():
+        params["present"] = "1"
+    return params
 
 
-def guided_tour() -> None:
-    """Show the tour box at the top of the page, unless dismissed."""
+def guided_tour(corner=None) -> None:
+    """Show the tour box at the top of the page, unless dismissed. In presentation mode the box folds into
+    a button in `corner` (a container pinned to the top of the screen), so it keeps no room from the stage."""
     if dismissed():
         st.session_state[DONE] = True
         sync_url(tour="0")
         return
+    if corner is None:
+        _tour_box()
+        return
+    index = min(max(int(st.session_state.get(STEP, 0)), 0), len(STEPS) - 1)
+    with corner, st.popover(t("tour.folded", step=index + 1, total=len(STEPS)), icon="🧭"):
+        _tour_box()
+
+
+def _tour_box() -> None:
     index = min(max(int(st.session_state.get(STEP, 0)), 0), len(STEPS) - 1)
     name, page, settings = STEPS[index]
     with st.container(border=True, key="tour_box"):

@@ -27,10 +27,14 @@ def restore_interface() -> None:
 
 
 def restore_settings(page: str) -> None:
-    """After a switch to `page` that carried no settings, bring back the previous ones."""
+    """After a switch to `page` that carried no settings, bring back the previous ones; after a link
+    that carried settings, make every widget it names take the link's value."""
     previous = st.session_state.get(_PAGE)
     st.session_state[_PAGE] = page
-    if previous is None or previous == page:
+    if previous is None:
+        return
+    follow_link()
+    if previous == page:
         return
     carried = set(st.query_params) - set(INTERFACE_KEYS)
     if carried:
@@ -38,6 +42,40 @@ def restore_settings(page: str) -> None:
     for key, value in st.session_state.get(_MEMORY, {}).items():
         if key not in st.query_params:
             st.query_params[key] = value
+
+
+def follow_link() -> None:
+    """A setting the address changed since the last run came from a link (widgets write the address
+    themselves, at the end of a run). A widget keeps its value in session state, which wins over the
+    address, so a link to the page on screen would set only what no widget holds: "Show me" sampling
+    with top-p left the strategy on greedy. Give those widgets the link's value; set through session
+    state, it reaches the widget on screen too."""
+    memory = st.session_state.get(_MEMORY)
+    if memory is None:
+        return
+    for key, value in st.query_params.to_dict().items():
+        widget = LINKED_WIDGETS.get(key, key)
+        if key in INTERFACE_KEYS or memory.get(key) == value or widget not in st.session_state:
+            continue
+        try:
+            st.session_state[widget] = _like(st.session_state[widget], value)
+        except (TypeError, ValueError):
+            st.session_state.pop(widget, None)      # the widget reads the address itself
+
+
+def _like(current, text: str):
+    """The address's text as a value of the widget's own type."""
+    if isinstance(current, bool):
+        return text in ("1", "true", "True")
+    if isinstance(current, (int, float)):
+        return type(current)(float(text)) if isinstance(current, int) else float(text)
+    if isinstance(current, list):
+        return [x for x in text.split(",") if x]
+    return text
+
+
+# URL keys whose widget has a key of its own
+LINKED_WIDGETS = {"lanes": "cmp_lanes"}
 
 
 def remember() -> None:

@@ -164,8 +164,9 @@ def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix:
     if not candidates:
         return
     st.markdown(f"**{t('explain.replay_title')}**")
-    st.caption(t("explain.replay_intro"))
     loop = found["loop"]
+    # only speak of a loop when one was flagged; else the replays show what the pick changed
+    st.caption(t("explain.replay_intro" if loop is not None else "explain.replay_intro_no_loop"))
     # default: the last unlikely pick before the loop's first copy ends (a pick inside that copy shaped the
     # repeated phrase), else the first flagged step
     picks = [p["step"] for p in found["low_prob_picks"] if loop is None or p["step"] < loop["start"] + loop["n"]]

@@ -72,10 +72,15 @@ def test_presentation_mode_enlarges_text_and_folds_the_sidebar(page, server):
     normal_px = main_font_px(page)
     assert sidebar_open(page)
     open_page(page, server, "interview", "lang=zh&present=1")
-    page.get_by_text(texts("zh", "present")["exit"]).wait_for()
+    page.get_by_text(texts("zh", "present")["exit"]).first.wait_for()
     assert main_font_px(page) > normal_px * 1.15
     assert not sidebar_open(page)
-    assert page.locator('[data-testid="stMain"] [class*="st-key-tour_box"]').count() == 0    # no tour while presenting
+    # the tour is kept, folded into a button in the pinned corner rather than across the stage
+    assert page.locator('[data-testid="stMain"] [class*="st-key-tour_box"]').count() == 0
+    corner = page.locator('[class*="st-key-present_corner"]')
+    corner.get_by_role("button", name=re.compile(texts("zh", "tour")["folded"].split(" ")[0])).click()  # opens, no run
+    page.locator('[class*="st-key-tour_box"]').get_by_text(texts("zh", "tour")["distribution_title"]).wait_for()
+    page.keyboard.press("Escape")
     screenshot(page, "interview_zh_present")
     open_page(page, server, "step_by_step", "lang=en&present=1&strategy=greedy")
     assert page.locator('[role="dialog"]').count() == 0          # a real address, not "page not found"

@@ -1,30 +1,48 @@
-"""A model name in the address that is Markdown (a link and an image) is shown as text:
-no link in the error box, no image, and no request leaves the page for another host."""
+"""Links in Chromium: a link sets everything it names, also on the page already open, and a link to a
+section lands on that section."""
 from __future__ import annotations
 
-from urllib.parse import quote
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
-import pytest
+from browser_helpers import SCREENSHOTS, act, assert_no_exception, open_page
 
-from browser_helpers import assert_no_exception, open_page, screenshot
-from figures.labels import WORD_JOINER
-
-pytestmark = pytest.mark.browser
-
-MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_markdown_model_name_in_the_address_stays_text_and_fetches_nothing(page, server):
-    requests = []
-    page.on("request", lambda r: requests.append(r.url))
-    open_page(page, server, "step_by_step", "model=" + quote(MARKDOWN_NAME, safe=""))
+def texts(section: str) -> dict:
+    return json.loads((ROOT / "assets" / "texts" / "en" / f"{section}.json").read_text(encoding="utf-8"))
+
+
+def test_show_me_on_the_page_already_open_sets_the_strategy_too(page, server):
+    tour = texts("tour")
+    open_page(page, server, "step_by_step", "lang=en&strategy=greedy&max_new_tokens=4")
+    box = page.locator('[class*="st-key-tour_box"]')
+    act(page, lambda: box.get_by_role("button", name=re.compile(tour["next"])).click())
+    box.get_by_text(tour["choice_title"]).wait_for()
+    act(page, lambda: box.get_by_text(tour["open"].format(page=texts("nav")["step_by_step"])).click())
     assert_no_exception(page, server)
-    alert = page.locator("[data-testid='stAlertContentError']")
-    assert alert.count() == 1
-    assert MARKDOWN_NAME in alert.inner_text().replace(WORD_JOINER, "")
-    assert alert.locator("a").count() == 0, alert.inner_html()
-    assert alert.locator("img").count() == 0, alert.inner_html()
-    assert page.locator("img[src*='p.png'], a[href*='evil']").count() == 0
-    elsewhere = [u for u in requests if not u.startswith((server.url, "data:", "blob:"))]
-    assert not elsewhere, f"the page sent requests to other hosts: {elsewhere}"
-    screenshot(page, "markdown_model_name")
+    params = dict(parse_qsl(urlsplit(page.url).query))
+    assert (params["strategy"], params["top_p"]) == ("sample", "0.9")
+    page.screenshot(path=str(SCREENSHOTS / "tour_show_me_same_page.png"))
+    # the page and its widgets follow: top-p at 0.90 cuts the tail (greedy cuts nothing), the length is the link's
+    assert "0.90" in page.locator(".st-key-top_p").inner_text()
+    page.locator('[class*="st-key-sbs_chart"] .legendtext', has_text=texts("step")["fig_cut"]).first.wait_for()
+    length = page.locator('[data-testid="stSidebar"] .st-key-max_new_tokens input')
+    assert length.input_value() == "12"
+
+
+def test_the_gumbel_link_lands_on_the_gumbel_section(page, server):
+    interview = texts("interview")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, server, "interview", "lang=en&tour=0")
+    act(page, lambda: page.get_by_text(interview["link_gumbel"]).click())
+    heading = page.locator("#gumbel")
+    heading.wait_for()
+    page.wait_for_timeout(3000)           # the page scrolls once its figures above have drawn
+    top = heading.evaluate("el => el.getBoundingClientRect().top")
+    assert 0 <= top <= 900 - 150, top          # on the first screen, with room for the section below it
+    assert "section" not in dict(parse_qsl(urlsplit(page.url).query))     # asked once, then dropped
+    page.screenshot(path=str(SCREENSHOTS / "gumbel_link_landing.png"))

@@ -96,7 +96,7 @@ def test_beam_length_penalty_reranks_from_the_table():
         at.slider(key="rerank_lp").set_value(lp).run()
         assert not at.exception
         assert f"length penalty {lp:g}" in at.subheader[0].value
-        table = at.dataframe[0].value
+        table = at.table[0].value
         scores = []
         for _, row in table.iterrows():
             expected = row["cumulative logprob"] / row["tokens"] ** lp     # the formula, by hand

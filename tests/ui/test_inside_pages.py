@@ -80,14 +80,19 @@ def test_kv_page_beam_counts_every_slot(tiny_llama_folder):
     lm, folder = tiny_llama_folder
     at = open_page(folder, "kv_cache", kv_strategy="beam", kv_beams=3)
     prompt = lm.tokenizer(PROMPT)["input_ids"]
-    steps = int(at.slider(key="kv_step").max) + 1
-    at.slider(key="kv_step").set_value(0).run()
+    slider = at.slider(key="kv_step")
+    assert slider.min == 1 and slider.value == slider.max       # steps counted from 1; opens on the last
+    steps = int(slider.max)
+    at.slider(key="kv_step").set_value(1).run()
     assert not at.exception
     # after the first step each of the 3 slots holds the prompt
     assert metric(at, "Rows (measured)") == f"{3 * len(prompt):,}"
     assert metric(at, "Bytes (measured)") == f"{3 * len(prompt) * bytes_per_token(lm.model) / 1e6:,.2f} MB"
-    at.slider(key="kv_step").set_value(steps - 1).run()
+    at.slider(key="kv_step").set_value(steps).run()
     assert metric(at, "Rows (measured)") == f"{3 * (len(prompt) + steps - 1):,}"
+    import json
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert f"after step {steps}" in titles[0]           # the last of `steps` steps is step `steps`
     assert len(at.get("plotly_chart")) == 4
 
 

@@ -42,7 +42,8 @@ def open_interview(**query) -> AppTest:
 
 
 def stylesheet_on(at: AppTest) -> bool:
-    return any(STYLE_MARK in m.value for m in at.markdown)
+    from ui.present import STYLESHEET
+    return any(m.value == STYLESHEET.strip() for m in at.markdown)
 
 
 def tour_heading(at: AppTest) -> str | None:
@@ -56,7 +57,9 @@ def test_present_in_the_url_turns_presentation_mode_on():
     assert at.sidebar.toggle(key="present").value is True
     assert stylesheet_on(at)
     assert at.button(key="present_exit").label == PRESENT["exit"]
-    assert tour_heading(at) is None                       # no tour in front of a class
+    # the tour stays, folded into a button pinned to the corner, not across the top of the stage
+    assert tour_heading(at)
+    assert at.get("popover")[0].proto.popover.label == texts("en", "tour")["folded"].format(step=1, total=5)
     at.button(key="present_exit").click().run()
     assert at.query_params["present"] == "0"
     assert at.sidebar.toggle(key="present").value is False
@@ -71,7 +74,8 @@ def test_the_sidebar_switch_turns_it_on_and_keeps_it_in_the_url():
     assert stylesheet_on(at)
     # the stylesheet is the constant one: no page text goes through unsafe HTML
     from ui.present import STYLESHEET
-    assert [m.value for m in at.markdown if STYLE_MARK in m.value] == [STYLESHEET.strip()]
+    from ui.present import BASE_STYLESHEET
+    assert [m.value for m in at.markdown if STYLE_MARK in m.value] == [BASE_STYLESHEET.strip(), STYLESHEET.strip()]
 
 
 def test_links_carry_presentation_mode_to_the_next_page():

@@ -22,8 +22,8 @@ def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
     from ui.what_happened import flagged_steps, render_what_happened
 
     st.session_state.setdefault("lang", lang)
-    trace = quiet_trace() if kind == "quiet" else loop_trace()
-    if kind == "loop":      # step 3 picks w13 at 0.005 (rank 4, 0.95 ranked above)
+    trace = quiet_trace() if kind in ("quiet", "pick") else loop_trace()
+    if kind in ("loop", "pick"):      # step 3 picks w13 at 0.005 (rank 4, 0.95 ranked above)
         trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
     st.session_state["flagged"] = sorted(flagged_steps(trace))
     lm = None
@@ -68,6 +68,15 @@ def test_no_events_says_so():
     at = app("quiet")
     assert [s.value for s in at.success] == [texts("en")["nothing"]]
     assert not any(b.label.startswith("Step") for b in at.button)
+
+
+def test_replay_speaks_of_a_loop_only_when_one_was_flagged():
+    en = texts("en")
+    with_loop = [c.value for c in app().caption]
+    assert en["replay_intro"] in with_loop
+    pick_only = [c.value for c in app("pick").caption]       # an unlikely pick, eight distinct tokens: no loop
+    assert en["replay_intro_no_loop"] in pick_only
+    assert not any("loop" in c for c in pick_only if c.startswith("Runs greedy"))
 
 
 def test_chinese():

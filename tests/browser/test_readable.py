@@ -1,0 +1,100 @@
+"""Readability in Chromium: the legend never sits on the chart title (English and 中文, with top-p),
+and figure text and captions reach a contrast of at least 4.5:1 against the page."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from browser_helpers import SCREENSHOTS, assert_no_exception, open_page
+
+QUERY = "strategy=sample&top_p=0.9&temperature=0.7&max_new_tokens=3&tour=0"
+
+
+def rgb(text: str) -> tuple:
+    values = [float(v) for v in re.findall(r"[\d.]+", text)]
+    return tuple(values[:3]) + ((values[3],) if len(values) > 3 else (1.0,))
+
+
+def luminance(colour: tuple) -> float:
+    def channel(c):
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = colour[:3]
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def contrast(fore: tuple, back: tuple, alpha: float = 1.0) -> float:
+    """WCAG contrast of `fore` drawn with opacity `alpha` over the opaque `back`."""
+    mixed = tuple(alpha * f + (1 - alpha) * b for f, b in zip(fore[:3], back[:3]))
+    hi, lo = sorted((luminance(mixed), luminance(back)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("lang,present", [("en", "0"), ("zh", "0"), ("en", "1"), ("zh", "1")])
+def test_legend_stays_clear_of_the_title(page, server, lang, present):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, server, "step_by_step", f"{QUERY}&lang={lang}&present={present}")
+    assert_no_exception(page, server)
+    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
+    chart.wait_for()
+    title = chart.locator(".gtitle").bounding_box()
+    legend = chart.locator(".legend").bounding_box()
+    assert legend["y"] >= title["y"] + title["height"] - 1, (title, legend)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    chart.screenshot(path=str(SCREENSHOTS / f"legend_top_p_{lang}_present{present}.png"))
+
+
+def test_figure_text_and_captions_reach_4_5_to_1(page, server):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
+    chart.wait_for()
+    back = rgb(page.evaluate("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"))
+    for selector in (".xtick text", ".ytick text", ".g-xtitle text", ".g-ytitle text", ".legendtext"):
+        fill = chart.locator(selector).first.evaluate("el => getComputedStyle(el).fill")
+        assert contrast(rgb(fill), back) >= 4.5, (selector, fill)
+    caption = page.locator('[data-testid="stMain"] [data-testid="stCaptionContainer"]').first
+    colour, opacity = caption.evaluate("el => [getComputedStyle(el).color, getComputedStyle(el).opacity]")
+    c = rgb(colour)
+    assert contrast(c, back, alpha=c[3] * float(opacity)) >= 4.5, (colour, opacity)
+
+
+def test_charts_add_no_toolbar_stops_to_the_tab_order(page, server):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
+    chart.wait_for()
+    chart.hover()                         # the toolbar is drawn on hover too
+    page.wait_for_timeout(500)
+    found = page.evaluate("""() => { const all = [...document.querySelectorAll(
+            '.stPlotlyChart .modebar a, .stPlotlyChart .modebar button, .stPlotlyChart .modebar [tabindex]')];
+        return [all.length, all.filter(el => el.tabIndex >= 0).length]; }""")
+    assert found[0] > 0 and found[1] == 0, found      # the toolbar is there, for the mouse only
+
+
+def test_a_focused_sidebar_link_does_not_look_like_the_current_page(page, server):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    current, other = links.nth(0), links.nth(1)
+    other.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")            # focus arrives by keyboard, so :focus-visible applies
+    look = "el => { const s = getComputedStyle(el); return [s.outlineStyle, s.outlineWidth, s.textDecorationLine]; }"
+    assert other.evaluate(look) != current.evaluate(look)
+    assert other.evaluate(look)[0] != "none"
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_beam_table_shows_every_column_and_the_endings(page, server, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    open_page(page, server, "beam_tree", "lang=en&tour=0&num_beams=4&max_new_tokens=12")
+    assert_no_exception(page, server)
+    table = page.locator('.st-key-beam_table [data-testid="stTable"]').first
+    table.wait_for()
+    table.scroll_into_view_if_needed()
+    overflow = table.evaluate("el => [el.scrollWidth, el.clientWidth, el.querySelector('table').scrollWidth]")
+    assert max(overflow[0], overflow[2]) <= overflow[1] + 1, overflow          # no column cut off at the right
+    # every hypothesis' text is shown whole (wrapped, never cut with an ellipsis)
+    cells = table.locator("tbody tr td:nth-child(2)").all_inner_texts()
+    assert cells and all(not c.endswith("...") for c in cells)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    table.screenshot(path=str(SCREENSHOTS / f"beam_table_{width}.png"))

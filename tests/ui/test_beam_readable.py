@@ -1,0 +1,92 @@
+"""The beam tree page reads well: Play starts at step 1, one colour scale, endings visible, plain reasons."""
+from __future__ import annotations
+
+import html
+import math
+import sys
+import time
+from pathlib import Path
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from engine import DecodeConfig, decode  # noqa: E402
+from figures.beam_rerank import distinct_endings  # noqa: E402
+from figures.beam_tree import beam_tree_figure, short_label  # noqa: E402
+
+
+def open_beam(folder: str, **state) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = "The capital of France is"
+    at.session_state["max_new_tokens"] = 5
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page("pages/beam_tree.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_play_shows_every_step_from_the_first(tiny_llama_folder, monkeypatch):
+    _, folder = tiny_llama_folder
+    at = open_beam(folder, num_beams=3)
+    last = int(at.slider(key="beam_upto").max)
+    frames, real_sleep = [], time.sleep
+
+    def sleep(seconds):            # the page pauses once per frame of Play: note the step it just drew
+        if seconds == 0.7:
+            frames.append(st.session_state["beam_upto"])
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    at.button(key="beam_play").click().run()
+    assert not at.exception, at.exception
+    assert frames == list(range(1, last + 1))      # 1, 2, ..., last; the run after the last frame ends Play
+    assert at.session_state["beam_upto"] == last and at.session_state["beam_playing"] is False
+
+
+def test_one_colour_scale_for_every_frame(tiny):
+    trace = decode(tiny, "The capital of", DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=5))
+    scores = [n.cum_logprob for n in trace.nodes if n.parent is not None and math.isfinite(n.cum_logprob)]
+    for upto in range(len(trace.steps)):
+        fig = beam_tree_figure(trace, upto_step=upto)
+        marker = next(d.marker for d in fig.data if d.marker is not None and d.marker.cmin is not None)
+        assert (marker.cmin, marker.cmax) == (min(scores), max(scores))
+
+
+def test_labels_are_short_and_alternate_sides(tiny):
+    assert short_label("Kingdom") == "Kingdom"
+    assert short_label(" approximately") == " approxi…"
+    trace = decode(tiny, "The capital of", DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=4))
+    fig = beam_tree_figure(trace)
+    kept = next(d for d in fig.data if d.mode == "markers+text" and d.text is not None and len(d.x) > 1)
+    sides = {(int(x), pos) for x, pos in zip(kept.x, kept.textposition)}
+    assert {pos for x, pos in sides if x % 2 == 0} == {"bottom center"} or not [x for x, _ in sides if x % 2 == 0]
+    assert {pos for x, pos in sides if x % 2 == 1} <= {"top center"}
+    assert all(len(html.unescape(label)) <= 9 for label in kept.text)
+
+
+def test_shared_beginnings_fold_so_endings_differ():
+    texts = [" the capital of France and the largest city in Europe",
+             " the capital of France and the largest city in the EU",
+             " the capital of France and the largest city of France"]
+    folded = distinct_endings(texts)
+    assert folded == ["…argest city in Europe", "…argest city in the EU", "…argest city of France"]
+    assert distinct_endings([" Paris", " Lyon"]) == [" Paris", " Lyon"]       # nothing shared: unchanged
+    assert distinct_endings([" only one"]) == [" only one"]
+
+
+def test_equal_lengths_say_why_the_penalty_moves_nothing(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = open_beam(folder, num_beams=2)
+    table = at.table[0].value
+    lengths = set(table["tokens"])
+    if len(table) > 1 and len(lengths) == 1:
+        assert any(f"has {lengths.pop()} tokens" in i.value and "cannot change their order" in i.value
+                   for i in at.info)
+    else:
+        assert not any("cannot change their order" in i.value for i in at.info)
