@@ -5,7 +5,7 @@ import math
 import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError, Neighbour
-from engine.decode import decode  # the function: `engine.decode` becomes the submodule once it is imported
+from engine import decode
 from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
 from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars

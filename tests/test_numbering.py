@@ -29,7 +29,7 @@ def test_trace_keeps_zero_based_indices(llama):
 
 def test_candidates_title_names_the_chosen_token_beyond_the_top(llama):
     """A forced pick from far down the list: the title says top N + the chosen (its rank), not top N+1."""
-    from engine.decode import Decoder
+    from engine.decoder import Decoder
     from figures.candidates import candidates_figure
 
     ids = llama.tokenizer("The capital of", return_tensors="pt").input_ids

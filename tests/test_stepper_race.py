@@ -6,7 +6,7 @@ import threading
 import time
 
 from engine import DecodeConfig
-from engine.decode import Decoder
+from engine.decoder import Decoder
 from ui.stepper import Stepper
 
 
