@@ -183,8 +183,8 @@ def encoded(monkeypatch):
         prompts.append(prompt)
         return real(lm, prompt, *args, **kwargs)
 
-    for name in ("engine.beam", "engine.decode", "engine.embedding", "engine.teacher"):
-        monkeypatch.setattr(importlib.import_module(name), "encode_prompt", spy)   # (engine.decode is also a function)
+    for name in ("engine.runner", "engine.decoder", "engine.embedding", "engine.teacher", "engine.lens"):
+        monkeypatch.setattr(importlib.import_module(name), "encode_prompt", spy)
     return prompts
 
 
