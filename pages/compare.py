@@ -22,8 +22,9 @@ DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
 CACHE_SIZE = 24
 # What one Compare request may cost, in decoding steps x paths (a beam lane counts each beam, the soft
 # lane two: its p·E product costs about as much as the output layer). Six lanes of 1,024 tokens would
-# be over 10,000: a quarter of an hour on a laptop CPU. DECODESCOPE_COMPARE_STEPS changes it.
-DEFAULT_STEP_BUDGET = 2048
+# be over 10,000 (a quarter of an hour); 2,048 still took 7.7 min on a busy 2-core machine.
+# DECODESCOPE_COMPARE_STEPS changes it.
+DEFAULT_STEP_BUDGET = 1024
 LANE_WIDTH = {"soft": 2}           # a beam lane: its number of beams
 
 

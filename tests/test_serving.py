@@ -6,7 +6,6 @@ The server is started with the very command line `make -n run` prints, with this
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 import subprocess
@@ -58,7 +57,7 @@ def test_make_run_serves_localhost_and_host_opens_it_to_a_room():
 
 
 def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tmp_path):
-    import websockets
+    from websockets.sync.client import connect
 
     port = free_port()
     command = make_run_command(f"PORT={port}")
@@ -78,13 +77,11 @@ def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tm
                 assert time.monotonic() < deadline, "the server did not answer"
                 time.sleep(0.5)
 
-        async def session_watches() -> int:
-            # Streamlit starts watching files when a browser session connects
-            async with websockets.connect(f"ws://localhost:{port}/_stcore/stream", subprotocols=["streamlit"]):
-                await asyncio.sleep(3)
-                return inotify_watches(proc.pid)
-
-        assert asyncio.run(session_watches()) == 0
+        # Streamlit starts watching files when a browser session connects (the sync client needs no event
+        # loop, so this runs after the Playwright tests in one process too)
+        with connect(f"ws://localhost:{port}/_stcore/stream", subprotocols=["streamlit"]):
+            time.sleep(3)
+            assert inotify_watches(proc.pid) == 0
         listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet") if c.status == "LISTEN"}
         assert listening and listening <= {"127.0.0.1", "::1"}, listening
     finally:
