@@ -15,8 +15,8 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 def run_app(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="decodescope run", description="Start the DecodeScope app.")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 serves a room)")
+    parser.add_argument("--host", default="localhost",
+                        help="address to listen on (default localhost, this machine only; 0.0.0.0 serves a room)")
     parser.add_argument("--port", type=int, default=8501)
     args, rest = parser.parse_known_args(argv)
     if not APP.is_file():
