@@ -177,7 +177,6 @@ def test_partial_folders_left_by_dead_writers_are_removed(fake_bundled):
 
 KILLED_WRITER = """
 import os, signal, sys
-sys.path[:0] = [{root!r}, {tests!r}]
 from pathlib import Path
 import safetensors.torch
 import engine.model
@@ -195,8 +194,10 @@ engine.model._write_cache(lm.model, lm.tokenizer, Path({target!r}))
 
 def test_a_write_killed_by_sigkill_leaves_a_partial_that_the_next_load_removes(fake_bundled, reference):
     target, calls = fake_bundled
-    code = KILLED_WRITER.format(root=str(ROOT), tests=str(ROOT / "tests"), target=str(target))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    code = KILLED_WRITER.format(target=str(target))
+    # the child imports this checkout's engine and the test helpers, as pytest does (pyproject's pythonpath)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == -9, result.stderr[-2000:]
     partials = list(target.parent.glob("*.partial-*"))
     assert len(partials) == 1 and not target.exists()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import html
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from engine import DecodeConfig, decode  # noqa: E402
 from figures.beam_rerank import distinct_endings  # noqa: E402

@@ -1,7 +1,6 @@
 """A link sets everything it names, also when it points at the page already on screen."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,6 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 @pytest.fixture(autouse=True)

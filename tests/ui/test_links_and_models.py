@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from figures.labels import WORD_JOINER  # noqa: E402
 import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)

@@ -5,7 +5,6 @@ Expected numbers come from transformers' processors and plain forward passes run
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from streamlit.testing.v1 import AppTest
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 PROMPT = "The capital of France is"
 
@@ -125,9 +123,6 @@ def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
 
 def uploaded_panels(root: str, lang: str):
     """Runs inside AppTest: the panels for an uploaded (hand-made) trace, with no model."""
-    import sys
-
-    sys.path[:0] = [root, root + "/tests"]
     import streamlit as st
     from test_escape import P, loop_with
     from test_explain import make_step

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "ui")]
 
 from test_inside_pages import NEW, PROMPT, greedy_tokens, metric, open_page, shown  # noqa: E402
 

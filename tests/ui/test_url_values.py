@@ -7,14 +7,12 @@ StreamlitValueAboveMaxError; here no page may raise anything.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "interview"]
 FREE_TEXT = {"model", "prompt", "tf_reference"}     # text settings: any value is a valid text
