@@ -81,8 +81,7 @@ def format_table(trace) -> str:
 
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  top 5"]
     for step in trace.steps:
-        chosen = step.chosen_ids[0]
-        prob = next((c.prob for c in step.candidates if c.token_id == chosen), float("nan"))
+        prob = step.chosen.prob if step.chosen is not None else float("nan")
         top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in step.candidates[:5])
         extra = f" (+{len(step.chosen_ids) - 1} beams)" if len(step.chosen_ids) > 1 else ""
         lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}{extra}")
@@ -100,9 +99,8 @@ def format_stages_table(trace) -> str:
     """Like format_table, with one line per sampler stage under each step: kept tokens, top-1 and its probability."""
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages: kept, top-1 p"]
     for step in trace.steps:
-        chosen = step.chosen_ids[0]
-        prob = next((c.prob for c in step.candidates if c.token_id == chosen), float("nan"))
-        lines.append(f"{step.index:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
+        prob = step.chosen.prob if step.chosen is not None else float("nan")
+        lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
         top = step.candidates[0] if step.candidates else None
         vocab = trace.model_facts.get("vocab_size", "?")
         if top is not None:

@@ -3,7 +3,6 @@
   - `soft_lane` runs a soft (or gumbel) decode and keeps, per step, a 2-D picture of the
     fed-back vector among its nearest tokens and heaviest mixture tokens (PCA of their
     embeddings plus e), so "the mixture lies between words" can be seen;
-  - `first_difference` finds where two token paths part;
   - `gumbel_sweep` applies one seeded Gumbel draw at several temperatures tau, showing the
     relaxed sample approach one-hot as tau goes to 0;
   - `feedback_cost` counts the extra work of p^T E against an embedding lookup for the
@@ -19,7 +18,10 @@ from dataclasses import dataclass
 import torch
 
 from .config import FEEDBACK_STRATEGIES, DecodeConfig
+from .decoder import Decoder
 from .errors import ConfigError
+from .model import LoadedModel
+from .runner import forward_kwargs
 from .shaping import entropy
 from .tokens import encode_prompt
 from .trace import Neighbour
@@ -68,7 +70,7 @@ class FeedbackCost:
 
 
 # ---- projection ------------------------------------------------------------------------
-def project(lm, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: list, weights: torch.Tensor) -> Projection:
+def project(lm: LoadedModel, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: list, weights: torch.Tensor) -> Projection:
     """PCA of E[nearest_ids + heavy_ids] together with `vector` ([hidden]); 2 components."""
     ids = list(dict.fromkeys(list(nearest_ids) + list(heavy_ids)))
     E = lm.embeddings.detach().to(torch.float32)
@@ -87,10 +89,8 @@ def project(lm, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: l
 
 # ---- the soft lane -----------------------------------------------------------------------
 @torch.inference_mode()
-def soft_lane(lm, prompt: str, config: DecodeConfig):
+def soft_lane(lm: LoadedModel, prompt: str, config: DecodeConfig):
     """Decode with strategy soft or gumbel; returns (Trace, [Projection] one per step)."""
-    from .decoder import Decoder
-
     if config.strategy not in FEEDBACK_STRATEGIES:
         raise ConfigError("strategy", f"strategy: the soft lane needs soft or gumbel, got '{config.strategy}'")
     decoder = Decoder(lm, prompt, config)
@@ -110,21 +110,13 @@ def soft_lane(lm, prompt: str, config: DecodeConfig):
     return decoder.trace(), projections
 
 
-def first_difference(a: list, b: list) -> int | None:
-    """First index where two token paths differ (a shorter path differs where it ends)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 # ---- Gumbel-softmax over tau --------------------------------------------------------------
 @torch.inference_mode()
-def gumbel_sweep(lm, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0, chat: bool = False) -> list:
+def gumbel_sweep(lm: LoadedModel, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0, chat: bool = False) -> list:
     """One Gumbel draw for the first step's distribution, relaxed at each tau: [TauPoint]."""
     ids = encode_prompt(lm, prompt, chat)
-    from .runner import forward_kwargs
-
     logits = lm.model(input_ids=torch.tensor([ids]), **forward_kwargs(lm.model)).logits[0, -1].to(torch.float32)
     logp = torch.log_softmax(logits / temperature, dim=-1)
     g = torch.Generator().manual_seed(seed)
@@ -154,7 +146,7 @@ def _median_seconds(fn, repeats: int) -> float:
 
 
 @torch.inference_mode()
-def feedback_cost(lm, repeats: int = 30, seed: int = 0) -> FeedbackCost:
+def feedback_cost(lm: LoadedModel, repeats: int = 30, seed: int = 0) -> FeedbackCost:
     """Counted and measured cost of feeding back p^T E instead of looking up one row of E."""
     E = lm.embeddings.detach()
     vocab, hidden = E.shape

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from .explain import find_loop
+from .model import LoadedModel
 from .shaping import build_processors
 
 TEMPERATURES = (0.7, 1.0, 1.3, 1.6, 2.0)
@@ -105,7 +106,7 @@ def escape_probability(scores: torch.Tensor, position: dict, token_id: int, cont
 
 
 @torch.inference_mode()
-def step_logits(lm, trace, step: int, sequence: int = 0) -> torch.Tensor:
+def step_logits(lm: LoadedModel, trace, step: int, sequence: int = 0) -> torch.Tensor:
     """The full raw logits [vocab] the model gives at `step` of the sequence: one forward pass, no decoding."""
     ids = list(trace.prompt_token_ids) + list(trace.sequences[sequence].token_ids)[:step]
     return lm.model(input_ids=torch.tensor([ids])).logits[0, -1].float()

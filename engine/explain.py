@@ -198,13 +198,7 @@ def _from_candidates(i, token, step, penalised: bool, forced: bool, text: str | 
 
 
 def _beam_positions(trace, sequence) -> list:
-    nodes = {n.id: n for n in trace.nodes}
-    path = []
-    node = nodes.get(sequence.node_id)
-    while node is not None and node.parent is not None:
-        path.append(node)
-        node = nodes.get(node.parent)
-    path.reverse()
+    path = trace.path(sequence.node_id)
     children = {}
     for n in trace.nodes:
         children.setdefault(n.parent, []).append(n)

@@ -44,15 +44,6 @@ class CacheStep:
     paged_bytes: int     # accounting: blocks x block size x bytes per row
 
 
-def _path(nodes_by_id: dict, node_id: int) -> list:
-    """Token ids from the root to this beam-tree node."""
-    out = []
-    node = nodes_by_id[node_id]
-    while node.parent is not None:
-        out.append(node.token_id)
-        node = nodes_by_id[node.parent]
-    return out[::-1]
-
 
 def cache_steps(trace, bytes_per_row: int, block_size: int = BLOCK_SIZE) -> list:
     """[CacheStep] for every step of a greedy, sample, soft, gumbel or beam trace."""
@@ -66,7 +57,7 @@ def cache_steps(trace, bytes_per_row: int, block_size: int = BLOCK_SIZE) -> list
         if step.beam_node_ids:
             slots = []
             for slot, node_id in enumerate(step.beam_node_ids):
-                path = _path(nodes_by_id, node_id)
+                path = [n.token_id for n in trace.path(node_id)]
                 slots.append((nodes_by_id[node_id].beam, prompt + path[:-1]))
         else:
             slots = [(0, prompt + generated[:t])]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .errors import ConfigError
+from .model import LoadedModel
+from .runner import forward_kwargs
 from .tokens import encode_prompt
 
 NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "layer_norm")
@@ -73,12 +75,10 @@ def final_norm(model):
 
 
 @torch.inference_mode()
-def residual_streams(lm, token_ids: list, first: int = 0) -> tuple:
+def residual_streams(lm: LoadedModel, token_ids: list, first: int = 0) -> tuple:
     """(streams [layers + 1, positions, hidden] before the final norm, the model's logits [positions, vocab]).
 
     Logits are asked for from position `first` on only, where the model supports it; earlier rows are NaN."""
-    from .runner import forward_kwargs
-
     model = lm.model
     keep = {}
     if forward_kwargs(model) and first > 0:
@@ -100,7 +100,7 @@ def residual_streams(lm, token_ids: list, first: int = 0) -> tuple:
     return torch.stack([s[0] for s in streams]).float(), logits
 
 
-def read_lens(lm, token_ids: list, positions: list, chosen: list | None = None, top: int = 5) -> Lens:
+def read_lens(lm: LoadedModel, token_ids: list, positions: list, chosen: list | None = None, top: int = 5) -> Lens:
     """Lens of the predictions made at `positions` of `token_ids`; chosen[i] is the token taken there
     (default: the model's own top token at the last layer)."""
     streams, logits = residual_streams(lm, token_ids, first=min(positions))
@@ -140,7 +140,7 @@ def read_lens(lm, token_ids: list, positions: list, chosen: list | None = None, 
                 context=list(token_ids))
 
 
-def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5, previous: Lens | None = None) -> Lens:
+def lens_of_trace(lm: LoadedModel, trace, sequence: int = 0, top: int = 5, previous: Lens | None = None) -> Lens:
     """The lens at every generated step of one of the trace's sequences.
 
     previous: a lens of an earlier, shorter state of the same run. In a causal model the
@@ -171,7 +171,7 @@ def lens_of_trace(lm, trace, sequence: int = 0, top: int = 5, previous: Lens | N
                    max_diff=max(previous.max_diff, fresh.max_diff), context=ids)
 
 
-def lens_next(lm, prompt: str, chat: bool = False, top: int = 5) -> Lens:
+def lens_next(lm: LoadedModel, prompt: str, chat: bool = False, top: int = 5) -> Lens:
     """The lens for the next token after `prompt` (the token greedy decoding would take)."""
     ids = encode_prompt(lm, prompt, chat, 1)
     return read_lens(lm, ids, [len(ids) - 1], None, top)

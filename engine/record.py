@@ -4,13 +4,14 @@ from __future__ import annotations
 import torch
 
 from .kv import BLOCK_SIZE, paged_layout
+from .model import LoadedModel
 from .shaping import entropy
 from .trace import Candidate, FeedBack, KVStep, Neighbour
 
 NEIGHBOURS = 10
 
 
-def candidates_record(lm, logits: torch.Tensor, shaped: torch.Tensor, top_n: int, must_include=()) -> dict:
+def candidates_record(lm: LoadedModel, logits: torch.Tensor, shaped: torch.Tensor, top_n: int, must_include=()) -> dict:
     """logits, shaped: [vocab] float32 raw and shaped scores. Returns the step's distribution fields."""
     logprobs = torch.log_softmax(logits, dim=-1)
     probs = logprobs.exp()
@@ -40,7 +41,7 @@ def candidates_record(lm, logits: torch.Tensor, shaped: torch.Tensor, top_n: int
 SHORTLIST = 256    # float16 candidates re-ranked exactly; far more than the 10 shown
 
 
-def nearest_by_cosine(lm, vector: torch.Tensor, norm: torch.Tensor, k: int):
+def nearest_by_cosine(lm: LoadedModel, vector: torch.Tensor, norm: torch.Tensor, k: int):
     """(values, indices) of the k tokens with the highest cosine to `vector`, exact in float32.
 
     A float16 pass over unit-length rows shortlists SHORTLIST candidates (its error is about
@@ -59,7 +60,7 @@ def nearest_by_cosine(lm, vector: torch.Tensor, norm: torch.Tensor, k: int):
     return top.values, short[top.indices]
 
 
-def feedback_record(lm, weights: torch.Tensor, vector: torch.Tensor) -> FeedBack:
+def feedback_record(lm: LoadedModel, weights: torch.Tensor, vector: torch.Tensor) -> FeedBack:
     """weights: [vocab] the mixture fed back (p or the Gumbel sample); vector: [hidden] = weights @ E."""
     norm = vector.norm().clamp_min(1e-12)
     near_values, near_ids = nearest_by_cosine(lm, vector, norm, NEIGHBOURS)

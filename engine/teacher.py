@@ -21,7 +21,10 @@ from dataclasses import dataclass
 import torch
 
 from .config import DecodeConfig
+from .decoder import Decoder
 from .errors import ConfigError
+from .model import LoadedModel
+from .runner import forward_kwargs
 from .shaping import build_processors, entropy, shape
 from .tokens import encode_prompt
 from .trace import Neighbour
@@ -89,7 +92,7 @@ class ScheduledRun:
 
 
 # ---- helpers ---------------------------------------------------------------------
-def encode_reference(lm, reference: str) -> list:
+def encode_reference(lm: LoadedModel, reference: str) -> list:
     """Token ids of the reference continuation (no special tokens added)."""
     if not isinstance(reference, str) or not reference.strip():
         raise ConfigError("reference", "reference: is empty; type the text the model should be scored on")
@@ -99,29 +102,27 @@ def encode_reference(lm, reference: str) -> list:
     return ids
 
 
-def _top(lm, probs: torch.Tensor, k: int = TOP) -> list:
+def _top(lm: LoadedModel, probs: torch.Tensor, k: int = TOP) -> list:
     top = torch.topk(probs, k=min(k, probs.shape[-1]))
     return [Neighbour(int(i), lm.token_texts[int(i)], float(v)) for v, i in zip(top.values, top.indices)]
 
 
-def _forward(lm, ids: list, keep: int, past=None, cache: bool = False):
+def _forward(lm: LoadedModel, ids: list, keep: int, past=None, cache: bool = False):
     """One forward pass over `ids` (after `past`); logits for the last `keep` positions only where supported."""
-    from .runner import forward_kwargs
-
     extra = {"logits_to_keep": keep} if forward_kwargs(lm.model) else {}
     out = lm.model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=cache,
                    **extra)
     return out.logits[0, -keep:].to(torch.float32), out.past_key_values
 
 
-def _next_token_logprobs(lm, prompt_ids: list, continuation: list) -> torch.Tensor:
+def _next_token_logprobs(lm: LoadedModel, prompt_ids: list, continuation: list) -> torch.Tensor:
     """[len(continuation), vocab] log p(. | prompt + continuation[:i]) for each i, in one forward pass."""
     n = len(continuation)
     logits, _ = _forward(lm, prompt_ids + continuation[:-1], n)   # the last token is never an input
     return torch.log_softmax(logits, dim=-1)
 
 
-def _check_length(lm, prompt_ids: list, reference_ids: list) -> None:
+def _check_length(lm: LoadedModel, prompt_ids: list, reference_ids: list) -> None:
     total = len(prompt_ids) + len(reference_ids)
     if total > lm.facts.context_length:
         raise ConfigError("reference", f"reference: prompt plus reference is {total:,} tokens, longer than the "
@@ -130,7 +131,7 @@ def _check_length(lm, prompt_ids: list, reference_ids: list) -> None:
 
 # ---- 1. teacher forcing -------------------------------------------------------------
 @torch.inference_mode()
-def teacher_force(lm, prompt: str, reference: str, chat: bool = False) -> TeacherForced:
+def teacher_force(lm: LoadedModel, prompt: str, reference: str, chat: bool = False) -> TeacherForced:
     """Score every reference token given the true prefix, with a single forward pass."""
     t0 = time.perf_counter()
     prompt_ids = encode_prompt(lm, prompt, chat)
@@ -157,11 +158,9 @@ def kl_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def free_run(lm, teacher: TeacherForced, prompt: str, strategy: str = "greedy", temperature: float = 1.0,
+def free_run(lm: LoadedModel, teacher: TeacherForced, prompt: str, strategy: str = "greedy", temperature: float = 1.0,
              seed: int = 0, chat: bool = False) -> FreeRun:
     """Let the model continue the prompt by itself for as many tokens as the reference has."""
-    from .decoder import Decoder
-
     if strategy not in ("greedy", "sample"):
         raise ConfigError("strategy", f"strategy: free running uses greedy or sample, got '{strategy}'")
     t0 = time.perf_counter()
@@ -222,7 +221,7 @@ def curve_passes(n: int, points: int, seed: int = 0) -> int:
 
 
 @torch.inference_mode()
-def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0, strategy: str = "greedy",
+def scheduled_sampling(lm: LoadedModel, teacher: TeacherForced, epsilon: float, seed: int = 0, strategy: str = "greedy",
                        temperature: float = 1.0) -> ScheduledRun:
     """Score the reference when each position's input is, with probability eps, the model's own prediction.
 
@@ -271,7 +270,7 @@ def scheduled_sampling(lm, teacher: TeacherForced, epsilon: float, seed: int = 0
                         logprob=float(sum(logprobs)), forward_passes=passes)
 
 
-def epsilon_curve(lm, teacher: TeacherForced, points: int = 11, seed: int = 0, strategy: str = "greedy",
+def epsilon_curve(lm: LoadedModel, teacher: TeacherForced, points: int = 11, seed: int = 0, strategy: str = "greedy",
                   temperature: float = 1.0) -> list:
     """[ScheduledRun] for eps = 0, 1/(points-1), ..., 1, all with the same coins."""
     if points < 2:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .errors import ConfigError
+from .model import LoadedModel
 
 
 def unpaired_surrogate(text: str) -> int | None:
@@ -15,7 +16,7 @@ def unpaired_surrogate(text: str) -> int | None:
     return None
 
 
-def encode_prompt(lm, prompt: str, chat: bool = False, max_new_tokens: int = 0) -> list:
+def encode_prompt(lm: LoadedModel, prompt: str, chat: bool = False, max_new_tokens: int = 0) -> list:
     """Token ids for the prompt (chat-wrapped if asked); raises ConfigError naming 'prompt'."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
@@ -43,3 +44,11 @@ def encode_prompt(lm, prompt: str, chat: bool = False, max_new_tokens: int = 0) 
                                             f"new tokens exceeds the model's context of {context:,}; ask for at most "
                                             f"{context - len(ids)} new tokens")
     return ids
+
+
+def first_difference(a: list, b: list) -> int | None:
+    """First index where two token sequences differ (the shorter one ending counts); None if identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))

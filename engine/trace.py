@@ -7,6 +7,7 @@ and replayed without the model. Records are frozen dataclasses of plain values.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -104,6 +105,13 @@ class Step:
     seconds: float = 0.0            # wall time of this step's forward pass and choice
     stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
 
+    @property
+    def chosen(self) -> "Candidate | None":
+        """The candidate record of the (first) chosen token, when it is among the recorded candidates."""
+        if not self.chosen_ids:
+            return None
+        return next((c for c in self.candidates if c.token_id == self.chosen_ids[0]), None)
+
 
 @dataclass(frozen=True)
 class Node:
@@ -151,6 +159,21 @@ class Trace:
     @property
     def best(self) -> "Sequence":
         return self.sequences[0]
+
+    @functools.cached_property
+    def nodes_by_id(self) -> dict:
+        """The beam tree's nodes by id (built once per trace; not a field, so not in the JSON)."""
+        return {n.id: n for n in self.nodes}
+
+    def path(self, node_id: int | None) -> list:
+        """[Node] of the beam tree from the first generated token down to node_id, the root left out:
+        the one leaf-to-root walk every view uses. Empty for None, or when there is no such node."""
+        by_id = self.nodes_by_id
+        path, node = [], by_id.get(node_id)
+        while node is not None and node.parent is not None and len(path) <= len(by_id):   # bounded, even on a cycle
+            path.append(node)
+            node = by_id.get(node.parent)
+        return path[::-1]
 
     def graph(self):
         """The beam tree as a networkx.DiGraph; node attributes are the Node fields."""

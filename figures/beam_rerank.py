@@ -88,14 +88,9 @@ def _replay(trace, length_penalty: float):
     return [node_id for _, node_id in done], None
 
 
-def path_text(trace, node_id: int, by_id: dict | None = None) -> str:
-    """The generated text from the root to node_id. by_id: the nodes by id, when the caller has it."""
-    by_id = by_id if by_id is not None else {n.id: n for n in trace.nodes}
-    parts, node = [], by_id.get(node_id)
-    while node is not None and node.parent is not None:
-        parts.append(node.text)
-        node = by_id.get(node.parent)
-    return "".join(reversed(parts))
+def path_text(trace, node_id: int) -> str:
+    """The generated text from the root to node_id."""
+    return "".join(node.text for node in trace.path(node_id))
 
 
 def rerank(trace, length_penalty: float) -> Rerank:
@@ -105,11 +100,10 @@ def rerank(trace, length_penalty: float) -> Rerank:
     last = trace.steps[-1].index if trace.steps else 0
     recorded_stop = last if recorded_stop is None else recorded_stop
     hyps = []
-    by_id = {n.id: n for n in trace.nodes}
     for node in hypotheses_nodes(trace):
         if node.step > recorded_stop:
             continue
-        hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id, by_id), length=node.length,
+        hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id), length=node.length,
                                cum_logprob=node.cum_logprob, score=score(node.cum_logprob, node.length, length_penalty),
                                in_set=node.id in new_set, recorded_in_set=node.id in recorded_set))
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))

@@ -32,16 +32,9 @@ WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 
 
 def best_path(trace, node_id: int | None = None) -> list:
     """Node ids from the root to node_id (default: the best sequence's leaf)."""
-    target = trace.best.node_id if node_id is None else node_id
-    if target is None or not trace.nodes:
-        return []
-    # edges only: trace.graph() copies every field onto the nodes, which costs more than this whole figure
-    graph = nx.DiGraph([(n.parent, n.id) for n in trace.nodes if n.parent is not None])
-    root = next(n.id for n in trace.nodes if n.parent is None)
-    try:
-        return nx.shortest_path(graph, root, target)
-    except (nx.NetworkXNoPath, nx.NodeNotFound):
-        return []
+    path = trace.path(trace.best.node_id if node_id is None else node_id)
+    root = next((n.id for n in trace.nodes if n.parent is None), None)
+    return [root] + [n.id for n in path] if path and root is not None else []
 
 
 def _arr(values: list) -> np.ndarray:

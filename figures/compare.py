@@ -14,16 +14,10 @@ PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#e
 def token_logprobs(trace) -> list:
     """(step index, token text, logprob) of the trace's first sequence (the best beam for beam search)."""
     if trace.nodes and trace.best.node_id is not None:
-        by_id = {n.id: n for n in trace.nodes}
-        path, node = [], by_id.get(trace.best.node_id)
-        while node is not None and node.parent is not None:
-            path.append((node.step, node.text, node.logprob))
-            node = by_id.get(node.parent)
-        return path[::-1]
+        return [(node.step, node.text, node.logprob) for node in trace.path(trace.best.node_id)]
     out = []
     for step in trace.steps:
-        chosen = step.chosen_ids[0]
-        cand = next((c for c in step.candidates if c.token_id == chosen), None)
+        cand = step.chosen
         out.append((step.index, step.chosen_texts[0], cand.logprob if cand else float("nan")))
     return out
 
@@ -35,12 +29,6 @@ def token_ids(trace) -> list:
     return [s.chosen_ids[0] for s in trace.steps]
 
 
-def first_difference(a: list, b: list) -> int | None:
-    """First step where two token sequences differ (a shorter one ends = differs); None if identical."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def coinciding(lanes: list) -> list:

@@ -54,3 +54,8 @@ def duration(seconds: float) -> str:
     if seconds < 1.0:
         return f"{seconds * 1e3:,.2f} ms"
     return f"{seconds:,.2f} s"
+
+
+def one_line(text: str) -> str:
+    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
+    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))

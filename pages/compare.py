@@ -5,7 +5,8 @@ import streamlit as st
 
 from engine import DecodeScopeError
 from engine import decode
-from figures.compare import coinciding, first_difference, lanes_figure, token_ids
+from engine.tokens import first_difference
+from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t

@@ -5,9 +5,10 @@ import streamlit as st
 
 from engine import DecodeConfig
 from engine import decode
-from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
+from engine.embedding import feedback_cost, gumbel_sweep, soft_lane
+from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
-from figures.labels import NEWLINE, duration, for_markdown, visible
+from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
 from ui.present import scroll_to_section, sized, stage, stage_row
 from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
@@ -22,10 +23,6 @@ lm = get_lm(settings.model)
 if lm is None:
     st.stop()
 
-
-def one_line(text: str) -> str:
-    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
-    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 # ---- controls --------------------------------------------------------------------------

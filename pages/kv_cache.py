@@ -6,7 +6,7 @@ from engine import decode
 from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
-from figures.labels import NEWLINE, for_markdown
+from figures.labels import one_line
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
 from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number, url_value
@@ -20,10 +20,6 @@ lm = get_lm(settings.model)
 if lm is None:
     st.stop()
 
-
-def one_line(text: str) -> str:
-    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
-    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 # ---- controls ------------------------------------------------------------------

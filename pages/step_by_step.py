@@ -114,7 +114,7 @@ with chart_col:
     event = st.plotly_chart(sized(fig), key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
                             selection_mode="points", width="stretch")
     st.caption(step_caption(step, config, forced_here))
-chosen = next((c for c in step.candidates if c.token_id == step.chosen_ids[0]), None)
+chosen = step.chosen
 with facts_col:
     st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
     if chosen is not None:

@@ -9,7 +9,7 @@ from engine import decode
 from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
 from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars
-from figures.labels import NEWLINE, for_markdown, visible
+from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
@@ -28,10 +28,6 @@ lm = get_lm(settings.model)
 if lm is None:
     st.stop()
 
-
-def one_line(text: str) -> str:
-    """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
-    return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
 
 
 # ---- the reference belongs to the prompt it was written for ----------------------------------

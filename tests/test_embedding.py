@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine.embedding import feedback_cost, first_difference, gumbel_sweep, project, soft_lane
+from engine.embedding import feedback_cost, gumbel_sweep, project, soft_lane
+from engine.tokens import first_difference
 
 PROMPT = "The capital of France is"
 

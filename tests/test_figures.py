@@ -9,7 +9,7 @@ from engine import Candidate, DecodeConfig, Node, Sequence, Step, Trace
 from figures.beam_rerank import rerank
 from figures.beam_tree import beam_tree_figure, best_path
 from figures.candidates import CUT, candidates_figure
-from figures.compare import first_difference, lanes_figure
+from figures.compare import lanes_figure
 from ui.token_view import TokenView, prob_colour, rank_colour, token_html, tokens_of
 
 
@@ -167,11 +167,6 @@ class TestTokenView:
 
 
 class TestCompare:
-    def test_first_difference(self):
-        assert first_difference([1, 2, 3], [1, 2, 3]) is None
-        assert first_difference([1, 2, 3], [1, 5, 3]) == 1
-        assert first_difference([1, 2], [1, 2, 3]) == 2
-        assert first_difference([], [4]) == 0
 
     def test_cumulative_logprob_lines(self):
         config = DecodeConfig(strategy="greedy", max_new_tokens=2)

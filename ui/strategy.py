@@ -117,8 +117,7 @@ def step_caption(step, config: DecodeConfig, forced_token: int | None = None) ->
     """One sentence (Markdown-safe) saying what the strategy did at this step."""
     from figures.labels import for_markdown, visible
 
-    chosen_id = step.chosen_ids[0]
-    chosen = next((c for c in step.candidates if c.token_id == chosen_id), None)
+    chosen = step.chosen
     token = for_markdown(visible(step.chosen_texts[0]))
     rank = chosen.rank if chosen else "?"
     prob = f"{chosen.prob:.3f}" if chosen else "?"

@@ -27,18 +27,12 @@ class TokenView:
 def tokens_of(trace) -> list:
     """TokenViews of the trace's first sequence (the decode's text, or the best beam)."""
     if trace.nodes and trace.best.node_id is not None:
-        by_id = {n.id: n for n in trace.nodes}
-        path, node = [], by_id.get(trace.best.node_id)
-        while node is not None and node.parent is not None:
-            path.append(node)
-            node = by_id.get(node.parent)
-        path.reverse()
+        path = trace.path(trace.best.node_id)
         return [TokenView(n.text, math.exp(n.logprob) if n.logprob is not None and math.isfinite(n.logprob) else 0.0,
                           None, n.step) for n in path]
     out = []
     for step in trace.steps:
-        chosen = step.chosen_ids[0]
-        cand = next((c for c in step.candidates if c.token_id == chosen), None)
+        cand = step.chosen
         out.append(TokenView(step.chosen_texts[0], cand.prob if cand else None, cand.rank if cand else None,
                              step.index, forced=step.index in trace.forced))
     return out
