@@ -20,7 +20,8 @@ from engine.explain import findings_of, timeline
 from figures.beam_rerank import rerank
 from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
-from figures.compare import first_difference, lanes_figure, token_ids, token_logprobs
+from engine.tokens import first_difference
+from figures.compare import lanes_figure, token_ids, token_logprobs
 from ui.stepper import Stepper
 from ui.token_view import token_html, tokens_of
 
