@@ -28,7 +28,7 @@ setup: $(RUN_STAMP)
 setup-test: $(TEST_STAMP)
 
 run: setup
-	$(VENV)/bin/decodescope run --host $(HOST) --port $(PORT)
+	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
 
 # Browser tests need Debian's chromium (and a CJK font for Chinese text); install them when root.
 browser:

@@ -208,7 +208,7 @@ def _beam_positions(trace, sequence) -> list:
         i = node.step
         step = trace.steps[i] if 0 <= i < len(trace.steps) else None
         # the recorded candidates are those of the beam that the best running beam after step i extends
-        best = nodes.get(step.beam_node_ids[0]) if step is not None and step.beam_node_ids else None
+        best = trace.nodes_by_id.get(step.beam_node_ids[0]) if step is not None and step.beam_node_ids else None
         best_parent = best.parent if best is not None else None
         # the argmax among this parent's continuations (the argmax is always among them: see module docstring)
         siblings = [s for s in children.get(node.parent, []) if s.step == i]
