@@ -46,8 +46,9 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 def lane_style(i: int, count: int) -> dict:
     """Line and marker of lane i of count: earlier lanes wider and solid-ish, later ones thinner and dashed,
     so a lane drawn on top of another leaves the one below visible around it."""
-    return dict(line=dict(color=PALETTE[i % len(PALETTE)], width=2 + 2.5 * (count - 1 - i), dash=DASHES[i % len(DASHES)]),
-                marker=dict(size=5 + 2 * (count - 1 - i), symbol=SYMBOLS[i % len(SYMBOLS)]))
+    below = count - 1 - i
+    return dict(line=dict(color=PALETTE[i % len(PALETTE)], width=2 + 2.5 * below, dash=DASHES[i % len(DASHES)]),
+                marker=dict(size=5 + 2 * below, symbol=SYMBOLS[i % len(SYMBOLS)]))
 
 
 def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: int | None = None,

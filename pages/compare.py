@@ -47,8 +47,8 @@ url_lanes = [x for x in str(url_value("lanes", ",".join(DEFAULT_LANES))).split("
 if "cmp_lanes" not in S:
     S["cmp_lanes"] = url_lanes or list(DEFAULT_LANES)
 slot = stage()
-chosen = row["settings"].multiselect(t("compare.lanes"), LANES, key="cmp_lanes", format_func=lambda x: t(f"compare.lane_{x}"),
-                        help=t("compare.lanes_help"))
+chosen = row["settings"].multiselect(t("compare.lanes"), LANES, key="cmp_lanes",
+                                     format_func=lambda x: t(f"compare.lane_{x}"), help=t("compare.lanes_help"))
 with row["settings"].expander(t("compare.lane_settings")):
     cols = st.columns(4)
     top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=url_number("cmp_top_k", 40, 1, 1000))

@@ -55,7 +55,8 @@ BASE_STYLESHEET = """
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
 .stPlotlyChart .xtick text, .stPlotlyChart .ytick text, .stPlotlyChart .y2tick text, .stPlotlyChart .g-xtitle text,
 .stPlotlyChart .g-ytitle text, .stPlotlyChart .g-y2title text, .stPlotlyChart .legendtext, .stPlotlyChart .gtitle,
-.stPlotlyChart .cbtitle text, .stPlotlyChart .cbaxis text { fill: currentColor !important; fill-opacity: 1 !important; }
+.stPlotlyChart .cbtitle text, .stPlotlyChart .cbaxis text,
+.st-key-beam_chart .textpoint text { fill: currentColor !important; fill-opacity: 1 !important; }
 [data-testid="stSidebarNav"] a:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
 </style>
 """
