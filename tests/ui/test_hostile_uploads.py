@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 import hostile_traces  # noqa: E402
 from engine import DecodeConfig, decode  # noqa: E402
+from figures.labels import WORD_JOINER  # noqa: E402
 
 PROMPT = "The capital of France is"
 UPLOADERS = {"step_by_step": "sbs_upload", "beam_tree": "beam_upload", "compare": "cmp_upload"}
@@ -106,7 +107,8 @@ def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, pag
         assert not at.exception, (case.name, at.exception)
         assert not at.error, (case.name, [e.value for e in at.error])
         assert not unescaped_markup(at), (case.name, unescaped_markup(at))
-        shown = [e.value.replace("\\", "") for e in (*at.markdown, *at.caption, *at.success)]
+        # Markdown escapes and the invisible joiner that keeps an address from becoming a link are not text
+        shown = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in (*at.markdown, *at.caption, *at.success)]
         assert any(hostile_traces.MARKUP in value for value in shown), case.name    # the text is there, literally
         if page == "compare":
             continue             # Compare shows the live model's facts beside the uploaded lane

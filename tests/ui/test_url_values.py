@@ -22,7 +22,7 @@ BAD = ["5000", "99999999999999999999999", "-99999999999999999999999", "1e400", "
 def url_keys() -> list:
     keys = set()
     for path in [*(ROOT / "pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]:
-        keys |= set(re.findall(r"url_(?:number|value)\(\s*\"(\w+)\"", path.read_text(encoding="utf-8")))
+        keys |= set(re.findall(r"(?:url_number|url_value|_from_url)\(\s*\"(\w+)\"", path.read_text(encoding="utf-8")))
     return sorted(keys - FREE_TEXT)
 
 
