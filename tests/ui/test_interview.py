@@ -9,7 +9,6 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 from streamlit.util import calc_hash
 
@@ -17,24 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 INTERVIEW = "pages/interview.py"
 
-pytestmark = pytest.mark.bundled
-
-
-@pytest.fixture(autouse=True)
-def navigation_frame(monkeypatch):
-    """Run app.py (the frame) on every page, as the server does.
-
-    Before each run AppTest re-detects the folder named pages/ and then runs a page file
-    on its own, as an old-style multipage app, skipping the frame in app.py. The server
-    drops that mode as soon as app.py calls st.navigation. Make AppTest do the same.
-    """
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+pytestmark = [pytest.mark.bundled, pytest.mark.usefixtures("navigation_frame")]
 
 
 def texts(lang: str, section: str = "interview") -> dict:

@@ -4,22 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def navigation_frame(monkeypatch):
-    """Run app.py on every page, as the server does (see tests/ui/test_interview.py)."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+pytestmark = pytest.mark.usefixtures("navigation_frame")
 
 
 def test_tour_link_to_the_page_on_screen_sets_strategy_and_top_p(tiny_llama_folder):

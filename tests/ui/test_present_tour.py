@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,16 +20,7 @@ def texts(lang: str, section: str) -> dict:
 TOUR, PRESENT = texts("en", "tour"), texts("en", "present")
 
 
-@pytest.fixture(autouse=True)
-def navigation_frame(monkeypatch):
-    """Run app.py on every page, as the server does (see tests/ui/test_interview.py)."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+pytestmark = pytest.mark.usefixtures("navigation_frame")
 
 
 def open_interview(**query) -> AppTest:

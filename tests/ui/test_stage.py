@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,16 +14,7 @@ MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare"
                "expected_embedding": "ee_lane_chart", "teacher_forcing": "tf_forced_chart", "kv_cache": "kv_rows_chart"}
 
 
-@pytest.fixture(autouse=True)
-def navigation_frame(monkeypatch):
-    """Run app.py on every page, as the server does (see tests/ui/test_interview.py)."""
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(PagesManager, "__init__", init)
+pytestmark = pytest.mark.usefixtures("navigation_frame")
 
 
 def texts(section: str) -> dict:

@@ -1,0 +1,23 @@
+"""Fixtures for the AppTest tests."""
+from __future__ import annotations
+
+import pytest
+from streamlit.runtime.pages_manager import PagesManager
+
+
+@pytest.fixture
+def navigation_frame(monkeypatch):
+    """Run app.py (the frame) on every page, as the server does.
+
+    Before each run AppTest re-detects the folder named pages/ and then runs a page file
+    on its own, as an old-style multipage app, skipping the frame in app.py. The server
+    drops that mode as soon as app.py calls st.navigation. Make AppTest do the same.
+    Modules that switch pages use it with `pytestmark = pytest.mark.usefixtures("navigation_frame")`.
+    """
+    original = PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", init)
