@@ -125,7 +125,8 @@ def gumbel_sweep(lm, prompt: str, taus: list, seed: int = 0, temperature: float 
     ids = encode_prompt(lm, prompt, chat)
     from .runner import forward_kwargs
 
-    logits = lm.model(input_ids=torch.tensor([ids]), **forward_kwargs(lm.model)).logits[0, -1].to(torch.float32)
+    logits = lm.model(input_ids=torch.tensor([ids], device=lm.device),
+                      **forward_kwargs(lm.model)).logits[0, -1].to("cpu", torch.float32)
     logp = torch.log_softmax(logits / temperature, dim=-1)
     g = torch.Generator().manual_seed(seed)
     u = torch.rand(logp.shape, generator=g).clamp(1e-10, 1 - 1e-10)
