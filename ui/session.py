@@ -260,8 +260,9 @@ def model_controls() -> str:
     device and precision it runs in. Returns what the Model box holds."""
     model_now = url_value("model", "")
     st.session_state["model_choice"] = _choice_of(model_now)
+    labels = {c: t(f"common.model_choice_{c.replace('-', '_')}") for c in MODEL_CHOICES}   # in this run's language
     st.selectbox(t("common.model_choice"), MODEL_CHOICES, key="model_choice", on_change=_choose_model,
-                 format_func=lambda c: t(f"common.model_choice_{c.replace('-', '_')}"))
+                 format_func=labels.get)
     model = st.text_input(t("common.model"), value=model_now, key="model",
                           placeholder=DEFAULT_MODEL, help=t("common.model_help"))
     devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
