@@ -297,9 +297,7 @@ def bundled_gguf_path(which: Bundled = SMOLLM2) -> Path:
 def _gemma_package():
     if importlib.util.find_spec(GEMMA_PACKAGE) is None:
         raise ModelLoadError(f"the bundled Gemma 3 270M is not installed: run {GEMMA3.install}")
-    import importlib as _importlib
-
-    return _importlib.import_module(GEMMA_PACKAGE)
+    return importlib.import_module(GEMMA_PACKAGE)
 
 
 def _gemma_gguf_path() -> Path:
