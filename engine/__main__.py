@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="text for the model to continue")
     source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
-    p.add_argument("--model", default=None, help="Hugging Face id or local folder (default: the bundled SmolLM2)")
+    p.add_argument("--model", default=None, help="smollm2-135m (bundled, English, instruction-tuned; the default), gemma3-270m (bundled, multilingual base model), or a Hugging Face id or local folder")
+    add_placement(p)
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--strategy", default=d.strategy, help=f"one of {', '.join(STRATEGIES)}")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
@@ -62,10 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
     lens_source = lens.add_mutually_exclusive_group(required=True)
     lens_source.add_argument("--prompt", help="text for the model to continue")
     lens_source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
-    lens.add_argument("--model", default=None, help="Hugging Face id or local folder (default: the bundled SmolLM2)")
+    lens.add_argument("--model", default=None, help="smollm2-135m (bundled, English, instruction-tuned; the default), gemma3-270m (bundled, multilingual base model), or a Hugging Face id or local folder")
+    add_placement(lens)
     lens.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
     return parser
+
+
+def add_placement(parser) -> None:
+    from .model import DEVICES, DTYPES
+
+    parser.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)} (auto: a GPU when PyTorch "
+                                                          "sees one, else the CPU)")
+    parser.add_argument("--dtype", default="auto", help=f"one of {', '.join(DTYPES)} (auto: float32 on the CPU, "
+                                                        "bfloat16 or float16 on a GPU)")
 
 
 def config_from_args(args) -> DecodeConfig:
@@ -219,7 +230,7 @@ def lens_main(args) -> int:
             args.prompt = read_prompt_file(args.prompt_file)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
-        lm = load_model(args.model)
+        lm = load_model(args.model, device=args.device, dtype=args.dtype)
         lens = lens_next(lm, args.prompt, args.chat, args.top)
     except DecodeScopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -254,7 +265,7 @@ def main(argv=None) -> int:
                 print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
                 _shown[0] = fraction
 
-        lm = load_model(args.model, progress=progress)
+        lm = load_model(args.model, progress=progress, device=args.device, dtype=args.dtype)
         trace = decode(lm, args.prompt, config)
         if args.explain:
             from .explain import with_findings

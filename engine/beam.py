@@ -164,7 +164,7 @@ class BeamSearch(Runner):
         self.running_nodes = [node_ids[p] for p in running_pick.tolist()]
         self.running_scores = running_scores
         self._last = top_token[running_pick]
-        self._past.reorder_cache(parent_slots)
+        self._past.reorder_cache(parent_slots.to(self.lm.device))
         copied = sum(cur_len for slot, src in enumerate(parent_slots.tolist()) if slot != src)
         kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
                        beams=B, appended=fwd.appended, copied=copied,

@@ -60,7 +60,10 @@ class Decoder(Runner):
             fwd = self.forward(input_ids=self.context)
         else:
             kind, value = self._next_input
-            fwd = self.forward(**{"input_ids" if kind == "ids" else "inputs_embeds": value})
+            if kind == "ids":
+                fwd = self.forward(input_ids=value)
+            else:   # a vector in the space of E's rows; the model gets it as its embedding layer would give it
+                fwd = self.forward(inputs_embeds=self.lm.model_inputs(kind, value))
         return self.choose_after(fwd)
 
     def choose_after(self, fwd: Forward) -> Step:

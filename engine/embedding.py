@@ -117,7 +117,8 @@ def soft_lane(lm: LoadedModel, prompt: str, config: DecodeConfig):
 def gumbel_sweep(lm: LoadedModel, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0, chat: bool = False) -> list:
     """One Gumbel draw for the first step's distribution, relaxed at each tau: [TauPoint]."""
     ids = encode_prompt(lm, prompt, chat)
-    logits = lm.model(input_ids=torch.tensor([ids]), **forward_kwargs(lm.model)).logits[0, -1].to(torch.float32)
+    logits = lm.model(input_ids=torch.tensor([ids], device=lm.device),
+                      **forward_kwargs(lm.model)).logits[0, -1].to("cpu", torch.float32)
     logp = torch.log_softmax(logits / temperature, dim=-1)
     g = torch.Generator().manual_seed(seed)
     u = torch.rand(logp.shape, generator=g).clamp(1e-10, 1 - 1e-10)

@@ -109,7 +109,7 @@ def escape_probability(scores: torch.Tensor, position: dict, token_id: int, cont
 def step_logits(lm: LoadedModel, trace, step: int, sequence: int = 0) -> torch.Tensor:
     """The full raw logits [vocab] the model gives at `step` of the sequence: one forward pass, no decoding."""
     ids = list(trace.prompt_token_ids) + list(trace.sequences[sequence].token_ids)[:step]
-    return lm.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+    return lm.model(input_ids=torch.tensor([ids], device=lm.device)).logits[0, -1].to("cpu", torch.float32)
 
 
 def loop_step(trace, sequence: int = 0) -> int | None:

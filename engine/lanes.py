@@ -5,9 +5,9 @@ gumbel) is a `Decoder` with its own processors and its own seeded generator; onl
 pass is shared:
   1. prefill the prompt once, as a batch of one;
   2. copy that KV cache to one row per lane (`batch_repeat_interleave`);
-  3. each step, every lane's next input becomes one row of `inputs_embeds`: a token id goes
-     through the model's own embedding layer (so models that scale it, like Gemma, see what
-     `input_ids` would give), a soft or Gumbel vector is fed as it is, exactly as alone;
+  3. each step, every lane's next input becomes one row of `inputs_embeds` through
+     `LoadedModel.model_inputs`: a token id through the model's own embedding layer, a soft or
+     Gumbel vector with the same scaling that layer applies (Gemma's sqrt(hidden)), exactly as alone;
   4. each lane shapes, chooses and records from its own row of logits.
 A lane that has ended keeps its row (its outputs are ignored) until every lane has ended.
 Each lane's trace equals that lane decoded alone, up to float rounding in the batched matmuls.
@@ -59,11 +59,11 @@ class LaneBatch:
         t0 = time.perf_counter()
         n = len(self.lanes)
         if self._past is None:
-            ids = torch.tensor([self.lanes[0].prompt_ids])                               # [1, P]
+            ids = torch.tensor([self.lanes[0].prompt_ids], device=self.lm.device)         # [1, P]
             out = self.lm.model(input_ids=ids, use_cache=True, **self._fwd)
             prefill_s = time.perf_counter() - t0
             _, rows, nbytes = cache_size(out.past_key_values)
-            logits = out.logits[:, -1].to(torch.float32).expand(n, -1)                # every lane sees the same
+            logits = out.logits[:, -1].to("cpu", torch.float32).expand(n, -1)         # every lane sees the same
             out.past_key_values.batch_repeat_interleave(n)
             self._past = out.past_key_values
             appended = ids.shape[1]
@@ -75,7 +75,7 @@ class LaneBatch:
             self._past = out.past_key_values
             _, rows, total = cache_size(self._past)
             nbytes = total // n                                                        # each lane's share
-            logits = out.logits[:, -1].to(torch.float32)
+            logits = out.logits[:, -1].to("cpu", torch.float32)
             appended = 1
         seconds = time.perf_counter() - t0
         go_on = True
@@ -90,10 +90,7 @@ class LaneBatch:
 
     def _input_row(self, lane: Decoder) -> torch.Tensor:
         """[1, 1, hidden]: what this lane feeds next, as an embedding."""
-        kind, value = lane.next_input
-        if kind == "ids":
-            value = self.lm.model.get_input_embeddings()(value)
-        return value.to(self.lm.embeddings.dtype)
+        return self.lm.model_inputs(*lane.next_input)
 
     def run(self, on_step: OnStep | None = None) -> list[Trace]:
         while self.step(on_step):

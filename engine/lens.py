@@ -87,7 +87,8 @@ def residual_streams(lm: LoadedModel, token_ids: list, first: int = 0) -> tuple:
     captured = []
     handle = norm.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
     try:
-        out = model(input_ids=torch.tensor([token_ids]), output_hidden_states=True, use_cache=False, **keep)
+        out = model(input_ids=torch.tensor([token_ids], device=lm.device), output_hidden_states=True, use_cache=False,
+                    **keep)
     finally:
         handle.remove()
     if not captured or out.hidden_states is None:

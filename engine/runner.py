@@ -99,13 +99,15 @@ class Runner:
         """inputs: `input_ids` [rows, n] or `inputs_embeds` [rows, n, hidden]; n = prompt length at prefill."""
         t0 = time.perf_counter()
         prefill = self._past is None
+        device = self.lm.device
+        inputs = {k: v.to(device) for k, v in inputs.items()}       # records stay on the CPU; the model may not
         out = self.lm.model(**inputs, past_key_values=self._past, use_cache=True, **self._fwd)
         if prefill:
             self._prefill_s = time.perf_counter() - t0
         self._past = out.past_key_values
         new = next(iter(inputs.values()))
         _, rows, nbytes = cache_size(self._past)
-        return Forward(logits=out.logits[:, -1].to(torch.float32), appended=new.shape[0] * new.shape[1],
+        return Forward(logits=out.logits[:, -1].to("cpu", torch.float32), appended=new.shape[0] * new.shape[1],
                        cache_rows=rows, cache_bytes=nbytes)
 
     # ---- whole run -----------------------------------------------------------

@@ -110,9 +110,9 @@ def _top(lm: LoadedModel, probs: torch.Tensor, k: int = TOP) -> list:
 def _forward(lm: LoadedModel, ids: list, keep: int, past=None, cache: bool = False):
     """One forward pass over `ids` (after `past`); logits for the last `keep` positions only where supported."""
     extra = {"logits_to_keep": keep} if forward_kwargs(lm.model) else {}
-    out = lm.model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=cache,
+    out = lm.model(input_ids=torch.tensor([ids], device=lm.device), past_key_values=past, use_cache=cache,
                    **extra)
-    return out.logits[0, -keep:].to(torch.float32), out.past_key_values
+    return out.logits[0, -keep:].to("cpu", torch.float32), out.past_key_values
 
 
 def _next_token_logprobs(lm: LoadedModel, prompt_ids: list, continuation: list) -> torch.Tensor:

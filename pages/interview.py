@@ -11,7 +11,7 @@ import streamlit as st
 
 from ui.i18n import language, t
 from ui.present import presenting
-from ui.session import DEFAULT_PROMPT, shared_sidebar
+from ui.session import DEFAULT_PROMPT, demo_language_settings, shared_sidebar
 
 S = st.session_state
 PAGES = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ CUE_STARTS = (0, 40, 70, 115, 170, 210)     # seconds into the talk where each c
 
 def demo_params(settings: dict) -> dict:
     """The query string of a demo link: shared demo settings, the page's settings, the interface choices."""
-    params = {**DEMO_SETTINGS, **settings, "lang": language()}
+    params = {**DEMO_SETTINGS, **settings, **demo_language_settings(), "lang": language()}
     if presenting():
         params["present"] = "1"
     return params

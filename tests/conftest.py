@@ -38,8 +38,19 @@ def bundled():
     return load_model()
 
 
+@pytest.fixture(scope="session")
+def gemma():
+    """The bundled Gemma 3 270M (reads its cache; the first run joins and de-quantises it, minutes)."""
+    from engine import load_model
+
+    return load_model("gemma3-270m")
+
+
 def pytest_collection_modifyitems(config, items):
     # Bundled-model tests are marked so they can be run or skipped as a group.
     for item in items:
-        if "bundled" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "bundled" in names or "gemma" in names:
             item.add_marker(pytest.mark.bundled)
+        if "gemma" in names:
+            item.add_marker(pytest.mark.gemma)

@@ -28,9 +28,9 @@ def loads(monkeypatch):
     names = []
     real = engine.model.load_model
 
-    def spy(name=None, progress=None):
+    def spy(name=None, progress=None, **placement):
         names.append(name)
-        return real(name, progress=progress)
+        return real(name, progress=progress, **placement)
 
     monkeypatch.setattr(engine.model, "load_model", spy)
     return names

@@ -342,7 +342,7 @@ class TestCli:
         import engine.model
         from engine.__main__ import main
 
-        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
         path = tmp_path / "run.json"
         code = main(["decode", "--prompt", "The capital of", "--strategy", "sample", "--seed", "3",
                      "--max-new-tokens", "16", "--explain", "--json", str(path)])
@@ -360,7 +360,7 @@ class TestCli:
         import engine.model
         from engine.__main__ import main
 
-        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+        monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
         assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "4"]) == 0
         assert "what happened" not in capsys.readouterr().out
 

@@ -32,10 +32,10 @@ def fake_bundled(monkeypatch, tmp_path):
     """(cache folder, de-quantise calls): the bundled path of load_model on the tiny Llama."""
     monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "cache" / "tiny-bundled-v1-1234"
-    monkeypatch.setattr(engine.model, "bundled_cache_dir", lambda: target)
+    monkeypatch.setattr(engine.model, "bundled_cache_dir", lambda which=None: target)
     calls = []
 
-    def dequantise(report):
+    def dequantise(report, which=None):
         calls.append(1)
         lm = tiny_llama()
         return lm.model, lm.tokenizer

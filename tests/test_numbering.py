@@ -10,7 +10,7 @@ def test_cli_table_counts_steps_from_one(llama, monkeypatch, capsys):
     import engine.model
     from engine.__main__ import main
 
-    monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None: llama)
+    monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
     assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "5"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines()[1:] if line[:4].strip().isdigit()]
     assert [int(line[:4]) for line in lines] == [1, 2, 3, 4, 5]

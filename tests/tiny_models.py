@@ -83,3 +83,25 @@ def tiny_gpt2(seed: int = 0, eos_token_id: int = 0):
     return LoadedModel.from_parts(model, tok, "tiny-gpt2")
 
 
+
+
+def tiny_gemma3(seed: int = 0, eos_token_id: int = 0, hidden_size: int = 64):
+    """A Gemma 3 text model: its embedding layer multiplies every row by sqrt(hidden_size)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from engine.model import LoadedModel
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(seed)
+    cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                           sliding_window=16, eos_token_id=eos_token_id, bos_token_id=0, pad_token_id=0)
+    model = Gemma3ForCausalLM(cfg)
+    model.generation_config.eos_token_id = eos_token_id
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        model.model.norm.weight.add_(SHARPEN)   # Gemma's RMSNorm scales by (1 + weight)
+    return LoadedModel.from_parts(model, tok, "tiny-gemma3")
+
+
+TINY_BUILDERS = {"llama": tiny_llama, "gpt2": tiny_gpt2, "gemma3": tiny_gemma3}

@@ -15,6 +15,7 @@ from urllib.parse import quote_plus
 import streamlit as st
 
 from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
+from engine.model import BUNDLED, DTYPES, bundled_named
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
@@ -35,9 +36,14 @@ def offered_models() -> tuple | None:
     raw = os.environ.get("DECODESCOPE_MODELS", "").strip()
     if not raw:
         return None
-    names = [DEFAULT_MODEL if n.strip().lower() in ("bundled", "default", DEFAULT_MODEL.lower()) else n.strip()
-             for n in raw.split(",") if n.strip()]
+    names = [_bundled_or(n.strip()) for n in raw.split(",") if n.strip()]
     return tuple(dict.fromkeys(names)) or None
+
+
+def _bundled_or(name: str) -> str:
+    """A bundled model's display name for any of its names ('bundled', 'gemma3-270m', ...), else `name`."""
+    bundled = bundled_named(name) if name else None
+    return bundled.name if bundled is not None else name
 
 
 def model_key(name: str) -> str:
@@ -46,7 +52,36 @@ def model_key(name: str) -> str:
     if name == "":
         offered = offered_models()
         return offered[0] if offered else DEFAULT_MODEL
-    return DEFAULT_MODEL if name == "default" else name
+    return _bundled_or(name)
+
+
+ZH_DEMO_PROMPT = "中国的首都是"
+
+
+def demo_language_settings() -> dict:
+    """What a demo link changes for the reader's language: with the Chinese interface, a Chinese
+    prompt on the bundled model that writes Chinese (SmolLM2 answers Chinese with noise), where
+    this server offers it."""
+    from engine.model import GEMMA3
+
+    if language() == "zh" and offers(GEMMA3.key):
+        return {"prompt": ZH_DEMO_PROMPT, "model": GEMMA3.key}
+    return {}
+
+
+def offers(name: str) -> bool:
+    """Whether this server may load the model called `name`."""
+    offered = offered_models()
+    return offered is None or model_key(name) in offered
+
+
+def _placement(key: str) -> tuple:
+    """(model name, device, dtype) from a cache key 'name [device, dtype]'."""
+    if key.endswith("]") and " [" in key:
+        name, rest = key[:-1].rsplit(" [", 1)
+        device, _, dtype = rest.partition(", ")
+        return name, device, dtype
+    return key, "auto", "auto"
 
 
 def _load_shared(key: str):
@@ -54,14 +89,15 @@ def _load_shared(key: str):
     models = _models()
     if key in models:
         return models[key]
+    name, device, dtype = _placement(key)
     offered = offered_models()
-    if offered is not None and key not in offered:
-        raise ModelLoadError(t("common.model_not_offered", name=key, models=", ".join(offered)))
+    if offered is not None and name not in offered:
+        raise ModelLoadError(t("common.model_not_offered", name=name, models=", ".join(offered)))
     with _load_lock:
         if key not in models:
             bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
             try:
-                lm = load_model(None if key == DEFAULT_MODEL else key,
+                lm = load_model(None if name == DEFAULT_MODEL else name, device=device, dtype=dtype,
                                 progress=lambda f, msg: bar.progress(min(max(f, 0.0), 1.0), text=for_markdown(msg)))
             finally:
                 bar.empty()
@@ -74,11 +110,15 @@ def _load_shared(key: str):
 
 
 def get_lm(name: str = ""):
-    """The model this user chose, or None after a clear message.
+    """The model this user chose, on the device and in the precision chosen in the sidebar, or None
+    after a clear message.
 
     A name that cannot be loaded (or that this server does not offer) is named in the message,
     and the model this user had before is used again, so the results on screen stay."""
     key = model_key(name)
+    placement = (st.session_state.get("device") or "auto", st.session_state.get("dtype") or "auto")
+    if placement != ("auto", "auto"):
+        key = f"{key} [{placement[0]}, {placement[1]}]"
     try:
         lm = _load_shared(key)
     except DecodeScopeError as exc:
@@ -177,8 +217,7 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     with st.sidebar:
         st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
                      index=list(LANGUAGES).index(language()))
-        model = st.text_input(t("common.model"), value=url_value("model", ""), key="model",
-                              placeholder=DEFAULT_MODEL, help=t("common.model_help"))
+        model = model_controls()
         prompt = st.text_area(t("common.prompt"), value=url_value("prompt", DEFAULT_PROMPT), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
@@ -194,6 +233,58 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     else:                       # a pasted book does not belong in an address bar or a share link
         st.query_params.pop("prompt", None)
     return settings
+
+
+MODEL_CHOICES = (*BUNDLED, "other")      # the bundled models by their short names, then any other
+
+
+def _choose_model() -> None:
+    """The choice box's callback: a bundled model fills the Model box; "another" empties it for typing."""
+    choice = st.session_state["model_choice"]
+    st.session_state["_model_other"] = choice == "other"
+    if choice != "other":
+        st.session_state["model"] = choice
+    elif bundled_named(st.session_state.get("model", "")) is not None:
+        st.session_state["model"] = ""
+
+
+def _choice_of(model: str) -> str:
+    bundled = bundled_named(model)
+    if st.session_state.get("_model_other") and not (model or "").strip():
+        return "other"
+    return bundled.key if bundled is not None else "other"
+
+
+def model_controls() -> str:
+    """The model choice (each bundled model named for what it is, or another), the Model box, and the
+    device and precision it runs in. Returns what the Model box holds."""
+    model_now = url_value("model", "")
+    st.session_state["model_choice"] = _choice_of(model_now)
+    labels = {c: t(f"common.model_choice_{c.replace('-', '_')}") for c in MODEL_CHOICES}   # in this run's language
+    st.selectbox(t("common.model_choice"), MODEL_CHOICES, key="model_choice", on_change=_choose_model,
+                 format_func=labels.get)
+    model = st.text_input(t("common.model"), value=model_now, key="model",
+                          placeholder=DEFAULT_MODEL, help=t("common.model_help"))
+    devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
+    with st.expander(t("common.placement")):
+        device = st.selectbox(t("common.device"), devices, key="device", help=t("common.device_help"),
+                              index=devices.index(url_value("device", "auto")) if url_value("device", "auto") in devices else 0)
+        dtype = st.selectbox(t("common.dtype"), DTYPES, key="dtype", help=t("common.dtype_help"),
+                             index=DTYPES.index(url_value("dtype", "auto")) if url_value("dtype", "auto") in DTYPES else 0)
+    sync_url(device=device, dtype=dtype)
+    return model
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _mps() -> bool:
+    import torch
+
+    return torch.backends.mps.is_available()
 
 
 def _prompt_within_limit(prompt: str, model: str) -> str:
@@ -241,6 +332,7 @@ def model_facts_panel(facts) -> None:
     kv = get("kv_bytes_per_token")
     with st.sidebar.expander(t("common.model_facts"), expanded=False):
         st.markdown(t("common.model_facts_body", name=for_markdown(str(get("name") or "?")),
+                      device=for_markdown(str(get("device") or "?")), dtype=for_markdown(str(get("dtype") or "?")),
                       parameters=_human(get("parameters")), vocab=_count(get("vocab_size")),
                       layers=_count(get("layers")), kv=_count(kv),
                       kv_k=f"{kv / 1024:.1f}" if isinstance(kv, int) and not isinstance(kv, bool) else "?"))

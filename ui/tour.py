@@ -13,7 +13,7 @@ import streamlit as st
 
 from ui.i18n import language, t
 from ui.present import presenting
-from ui.session import DEFAULT_PROMPT, sync_url, url_value
+from ui.session import DEFAULT_PROMPT, demo_language_settings, sync_url, url_value
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 DONE = "tour_done"          # session state: the visitor closed or finished the tour
@@ -43,7 +43,8 @@ def _move(delta: int) -> None:
 
 def tour_link_params(page_settings: dict) -> dict:
     """Query parameters for a tour link: the step's settings on the tour prompt, in the current language."""
-    params = {"prompt": DEFAULT_PROMPT, "seed": "0", "max_new_tokens": "12", **page_settings, "lang": language()}
+    params = {"prompt": DEFAULT_PROMPT, "seed": "0", "max_new_tokens": "12", **page_settings,
+              **demo_language_settings(), "lang": language()}
     if presenting():
         params["present"] = "1"
     return params

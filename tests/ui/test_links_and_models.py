@@ -33,9 +33,9 @@ def loads(monkeypatch):
     names = []
     real = ui.session.load_model
 
-    def spy(name=None, progress=None):
+    def spy(name=None, progress=None, **placement):
         names.append(name)
-        return real(name, progress=progress)
+        return real(name, progress=progress, **placement)
 
     monkeypatch.setattr(ui.session, "load_model", spy)
     ui.session._models.clear()          # the shared models of earlier tests in this process
