@@ -13,7 +13,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.session
-from test_interview import INTERVIEW, navigation_frame, page_links  # noqa: F401  (fixture)
+from test_interview import INTERVIEW, page_links
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
 from tiny_models import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
