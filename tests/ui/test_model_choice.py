@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 import ui.session
 from test_interview import INTERVIEW, page_links
+from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
-from tiny_models import tiny_llama
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
