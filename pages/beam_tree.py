@@ -5,13 +5,13 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.beam import BeamSearch
 from figures.beam_rerank import distinct_endings, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized, stage, stage_row
+from ui.progress import stopped_note, watched_decode
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
@@ -50,14 +50,17 @@ else:
     try:
         config = make_config(settings, values, early_stopping=early).validate(lm.facts.vocab_size)
         key = (lm.name, settings.prompt, config)
-        if S.get("beam_key") != key:
-            with st.spinner(t("beam.searching", beams=beams)):
-                S["beam_trace"] = BeamSearch(lm, settings.prompt, config).run()
-            S["beam_key"] = key
-            S.pop("beam_upto", None)
+        if S.get("beam_key") != key or S.get("beam_partial"):
+            # the shared service: a search Compare (or another session) has run is answered from memory
+            searched = watched_decode("beam", lm, settings.prompt, config, t("beam.searching", beams=beams))
+            if searched is not S.get("beam_trace"):
+                S.pop("beam_upto", None)
+            S["beam_trace"], S["beam_key"] = searched, key
+            S["beam_partial"] = S.get("_held_beam") is not None
     except DecodeScopeError as exc:        # keep the tree already on screen, if there is one
         keep_or_stop(exc, "beam_trace" in S)
     trace = S["beam_trace"]
+    stopped_note("beam")
     sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
 
 # ---- grow the tree: a step slider and Play ----------------------------------------------------

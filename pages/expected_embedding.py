@@ -4,7 +4,7 @@ import math
 import streamlit as st
 
 from engine import DecodeConfig
-from engine import decode
+from engine.service import shared_service
 from engine.embedding import feedback_cost, first_difference, gumbel_sweep, soft_lane
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import NEWLINE, duration, for_markdown, visible
@@ -45,7 +45,7 @@ soft_config = base.replace(strategy="soft")
 
 with st.spinner(t("embedding.running")):
     discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
-                      lambda: decode(lm, settings.prompt, discrete_config))
+                      lambda: shared_service().decode(lm, settings.prompt, discrete_config))
     soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
                                lambda: soft_lane(lm, settings.prompt, soft_config))
 
