@@ -17,13 +17,29 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import FEEDBACK_STRATEGIES, DecodeScopeError
-from engine.explain import findings_of, replay_greedy, replay_summary, timeline
+from engine.explain import findings_of as _findings_of
+from engine.explain import replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from ui.i18n import t
 
 MAX_ROWS = 8           # timeline rows shown before "more"
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
+FINDINGS_KEPT = 16     # findings kept per session: a few branches at a few lengths
+
+
+def findings_of(trace) -> dict:
+    """engine.explain's findings, computed once per (branch, length): a Next or a Back that shows the same
+    steps again reads them from the session. The steps' choices and entropies identify the run."""
+    key = (trace.model, trace.prompt, trace.config,
+           tuple((tuple(s.chosen_ids), s.entropy) for s in trace.steps),
+           tuple(tuple(q.token_ids) for q in trace.sequences), len(trace.nodes))
+    memo = st.session_state.setdefault("_findings", {})
+    if key not in memo:
+        memo[key] = _findings_of(trace)
+        while len(memo) > FINDINGS_KEPT:
+            memo.pop(next(iter(memo)))
+    return memo[key]
 
 
 def flagged_steps(trace, sequence: int = 0) -> set:
