@@ -155,7 +155,8 @@ def stepper_panel():
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
         st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
-    render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
+    if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
+        render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
 
     # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
     if stepper.can_branch:
@@ -210,7 +211,7 @@ def stepper_panel():
     shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
     st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
     st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words,
-                       flagged=flagged_steps(trace)))
+                       flagged=set() if playing else flagged_steps(trace)))
     st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"),
                                "top1": t("step.legend_top1"), "top10": t("step.legend_top10"),
                                "top100": t("step.legend_top100"), "beyond": t("step.legend_beyond")}))
@@ -223,6 +224,9 @@ def stepper_panel():
                 st.markdown(f"**{for_markdown(branch_label(i))}**")
                 st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
 
+    if playing:
+        st.caption(t("step.playing_panels"))
+        return
     render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
 
     # ---- what happened, the way out of a loop, share and export ------------------------------
@@ -230,12 +234,9 @@ def stepper_panel():
     if jump is not None and jump != stepper.cursor:
         stepper.go(int(jump))
         _rerun_panel()
-
-
     render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
 
     st.divider()
     export_bar(trace, fig, "step-by-step", key="sbs_export")
-
 
 stepper_panel()
