@@ -1,4 +1,6 @@
 """Page: decode one token at a time, see the candidates at each step, and branch."""
+import time
+
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -16,7 +18,8 @@ from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
-PLAY_SECONDS = 0.2                 # Play's timer: five steps a second
+PLAY_STEP_SECONDS = 0.2            # Play's pace: five steps a second, where the machine allows it
+PLAY_TIMER_SECONDS = 0.05          # the fragment's timer; the browser starts it again after each drawing
 
 st.title(t("step.title"))
 row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
@@ -103,14 +106,17 @@ playing = S.get("sbs_playing", False) and uploaded is None
 S.pop("sbs_whole_page", None)             # this run is the whole page
 
 
-@st.fragment(run_every=PLAY_SECONDS if playing else None)
+@st.fragment(run_every=PLAY_TIMER_SECONDS if playing else None)
 def stepper_panel():
     if S.pop("sbs_whole_page", False):
         st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
     playing = S.get("sbs_playing", False) and uploaded is None
-    if playing and not stepper.next():    # a tick of Play's timer: one step
-        S["sbs_playing"] = False
-        st.rerun()
+    if playing:                           # a tick of Play's timer: one step, at Play's pace
+        time.sleep(max(0.0, S.get("sbs_last_tick", 0.0) + PLAY_STEP_SECONDS - time.monotonic()))
+        S["sbs_last_tick"] = time.monotonic()
+        if not stepper.next():
+            S["sbs_playing"] = False
+            st.rerun()
     if S.get("sbs_error"):
         show_error(S.pop("sbs_error"))
 
