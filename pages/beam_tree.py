@@ -1,23 +1,21 @@
 """Page: the beam tree recorded by the search, grown step by step, re-ranked live by the length penalty."""
-import time
-
 import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.beam import BeamSearch
 from figures.beam_rerank import distinct_endings, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized, stage, stage_row
+from ui.progress import stopped_note, watched_decode
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
 S = st.session_state
-PLAY_SECONDS = 0.7
+PLAY_SECONDS = 0.7                 # Play's timer: a step of the tree every 0.7 s
 
 st.title(t("beam.title"))
 row = stage_row(t("beam.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
@@ -50,92 +48,105 @@ else:
     try:
         config = make_config(settings, values, early_stopping=early).validate(lm.facts.vocab_size)
         key = (lm.name, settings.prompt, config)
-        if S.get("beam_key") != key:
-            with st.spinner(t("beam.searching", beams=beams)):
-                S["beam_trace"] = BeamSearch(lm, settings.prompt, config).run()
-            S["beam_key"] = key
-            S.pop("beam_upto", None)
+        if S.get("beam_key") != key or S.get("beam_partial"):
+            # the shared service: a search Compare (or another session) has run is answered from memory
+            searched = watched_decode("beam", lm, settings.prompt, config, t("beam.searching", beams=beams))
+            if searched is not S.get("beam_trace"):
+                S.pop("beam_upto", None)
+            S["beam_trace"], S["beam_key"] = searched, key
+            S["beam_partial"] = S.get("_held_beam") is not None
     except DecodeScopeError as exc:        # keep the tree already on screen, if there is one
         keep_or_stop(exc, "beam_trace" in S)
     trace = S["beam_trace"]
+    stopped_note("beam")
     sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
 
-# ---- grow the tree: a step slider and Play ----------------------------------------------------
+# ---- grow the tree (a step slider and Play), re-rank it: these rerun only the part below -----------
 last = len(trace.steps)
-playing = S.get("beam_playing", False)
-if "beam_upto" not in S or S["beam_upto"] > last:
-    S["beam_upto"] = last
-if playing:
-    if S["beam_upto"] >= last:
-        S["beam_playing"] = playing = False
-    else:
-        S["beam_upto"] += 1
 
 
 def _toggle_play():
     S["beam_playing"] = not S.get("beam_playing", False)
     if S["beam_playing"] and S.get("beam_upto", last) >= last:
         S["beam_upto"] = 0          # play from the start: the run this click starts advances it to step 1
+    S["beam_whole_page"] = True     # Play's timer is set when the whole page runs
 
 
-cols = st.columns([1, 5])
-cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", icon="⏸" if playing else "⏯",
-               on_click=_toggle_play, width="stretch", help=t("beam.play_help"), shortcut=shortcut("play"))
-if last > 1:
-    cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
-upto = S["beam_upto"]
-slot = stage()
+playing = S.get("beam_playing", False)
+S.pop("beam_whole_page", None)      # this run is the whole page
 
-# ---- the length penalty: re-rank live from the recorded scores -------------------------------
-live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
-                    value=url_number("rerank_lp", trace.config.length_penalty, -2.0, 3.0, float),
-                    help=t("beam.rerank_lp_help"))
-if uploaded is None:
-    sync_url(rerank_lp=live_lp)
 
-fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts={
-    "title": t("beam.fig_title"), "x": t("beam.fig_x"), "y": t("beam.fig_y"), "kept": t("beam.fig_kept"),
-    "pruned": t("beam.fig_pruned"), "finished": t("beam.fig_finished"), "best": t("beam.fig_best"),
-    "collapsed": t("beam.fig_collapsed"), "colour": t("beam.fig_colour"), "prompt": t("beam.fig_prompt"),
-    "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
-    "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"), "status": t("beam.fig_status")})
-(slot or st).plotly_chart(sized(fig), key="beam_chart", width="stretch")
-st.caption(t("beam.legend_note"))
-
-# ---- the final hypotheses, ranked under the live length penalty -------------------------------
-ranking = rerank(trace, live_lp)
-st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
-st.caption(t("beam.formula"))
-endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
-rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
-         t("beam.col_cum"): round(h.cum_logprob, 4),
-         t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
-         t("beam.col_in_set"): "✅" if h.in_set else "",
-         t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
-        for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
-if rows:
-    # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
-    with st.container(key="beam_table"):
-        st.table(pd.DataFrame(rows), hide_index=True)
-    if endings[0] != visible(ranking.hypotheses[0].text):
-        st.caption(t("beam.endings_note"))
-    lengths = {h.length for h in ranking.hypotheses}
-    if len(rows) > 1 and len(lengths) == 1:
-        st.info(t("beam.same_length", length=lengths.pop()))
-else:
-    st.info(t("beam.no_hypotheses"))
-if ranking.needs_new_search:
-    reason = t("beam.changed_stop") if ranking.stop_changed else t("beam.changed_set")
-    st.warning(t("beam.needs_search", lp=f"{live_lp:g}", reason=reason))
-    if uploaded is None and st.button(t("beam.new_search", lp=f"{live_lp:g}"), key="beam_new_search", icon="🔁"):
-        S["beam_search_lp"] = live_lp
+@st.fragment(run_every=PLAY_SECONDS if playing else None)
+def tree_panel():
+    if S.pop("beam_whole_page", False):
         st.rerun()
-elif abs(live_lp - trace.config.length_penalty) > 1e-9:
-    st.success(t("beam.same_survivors", lp=f"{live_lp:g}"))
+    playing = S.get("beam_playing", False)
+    if "beam_upto" not in S or S["beam_upto"] > last:
+        S["beam_upto"] = last
+    if playing:                     # a tick of Play's timer: one more step of the tree
+        if S["beam_upto"] >= last:
+            S["beam_playing"] = False
+            st.rerun()
+        S["beam_upto"] += 1
 
-st.divider()
-export_bar(trace, fig, "beam-tree", key="beam_export")
+    cols = st.columns([1, 5])
+    cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", icon="⏸" if playing else "⏯",
+                   on_click=_toggle_play, width="stretch", help=t("beam.play_help"), shortcut=shortcut("play"))
+    if last > 1:
+        cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
+    upto = S["beam_upto"]
+    slot = stage()
 
-if playing:
-    time.sleep(PLAY_SECONDS)
-    st.rerun()
+    # ---- the length penalty: re-rank live from the recorded scores -------------------------------
+    live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
+                        value=url_number("rerank_lp", trace.config.length_penalty, -2.0, 3.0, float),
+                        help=t("beam.rerank_lp_help"))
+    if uploaded is None:
+        sync_url(rerank_lp=live_lp)
+
+    fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts={
+        "title": t("beam.fig_title"), "x": t("beam.fig_x"), "y": t("beam.fig_y"), "kept": t("beam.fig_kept"),
+        "pruned": t("beam.fig_pruned"), "finished": t("beam.fig_finished"), "best": t("beam.fig_best"),
+        "collapsed": t("beam.fig_collapsed"), "colour": t("beam.fig_colour"), "prompt": t("beam.fig_prompt"),
+        "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
+        "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"),
+        "status": t("beam.fig_status")})
+    (slot or st).plotly_chart(sized(fig), key="beam_chart", width="stretch")
+    st.caption(t("beam.legend_note"))
+
+    # ---- the final hypotheses, ranked under the live length penalty -------------------------------
+    ranking = rerank(trace, live_lp)
+    st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
+    st.caption(t("beam.formula"))
+    endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
+    rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
+             t("beam.col_cum"): round(h.cum_logprob, 4),
+             t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
+             t("beam.col_in_set"): "✅" if h.in_set else "",
+             t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
+            for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
+    if rows:
+        # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
+        with st.container(key="beam_table"):
+            st.table(pd.DataFrame(rows), hide_index=True)
+        if endings[0] != visible(ranking.hypotheses[0].text):
+            st.caption(t("beam.endings_note"))
+        lengths = {h.length for h in ranking.hypotheses}
+        if len(rows) > 1 and len(lengths) == 1:
+            st.info(t("beam.same_length", length=lengths.pop()))
+    else:
+        st.info(t("beam.no_hypotheses"))
+    if ranking.needs_new_search:
+        reason = t("beam.changed_stop") if ranking.stop_changed else t("beam.changed_set")
+        st.warning(t("beam.needs_search", lp=f"{live_lp:g}", reason=reason))
+        if uploaded is None and st.button(t("beam.new_search", lp=f"{live_lp:g}"), key="beam_new_search", icon="🔁"):
+            S["beam_search_lp"] = live_lp
+            st.rerun()
+    elif abs(live_lp - trace.config.length_penalty) > 1e-9:
+        st.success(t("beam.same_survivors", lp=f"{live_lp:g}"))
+
+    st.divider()
+    export_bar(trace, fig, "beam-tree", key="beam_export")
+
+
+tree_panel()

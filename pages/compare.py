@@ -4,13 +4,13 @@ import os
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine import decode
 from engine.tokens import first_difference
 from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
+from ui.progress import stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
@@ -20,7 +20,6 @@ from ui.what_happened import flagged_steps, render_what_happened
 S = st.session_state
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
 DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
-CACHE_SIZE = 24
 # What one Compare request may cost, in decoding steps x paths (a beam lane counts each beam, the soft
 # lane two: its p·E product costs about as much as the output layer). Six lanes of 1,024 tokens would
 # be over 10,000 (a quarter of an hour); 2,048 still took 7.7 min on a busy 2-core machine.
@@ -88,7 +87,6 @@ if chosen or uploaded is not None:
         if lm is None:
             st.stop()
         model_facts_panel(lm.facts)
-    cache = S.setdefault("cmp_cache", {})
     last_good = S.setdefault("cmp_last_good", {})     # lane -> its last trace, kept on screen when inputs go bad
     needed = list(chosen)
     if "greedy" not in needed and needed:
@@ -97,24 +95,37 @@ if chosen or uploaded is not None:
     if new_tokens < settings.max_new_tokens:
         st.info(t("compare.capped", n=new_tokens, asked=settings.max_new_tokens, lanes=len(needed),
                   budget=f"{step_budget():,}"))
+    configs = {}
     for lane in needed:
         try:
-            config = make_config(settings, {"top_n": 20}, max_new_tokens=new_tokens,
-                                 **LANE_SETTINGS[lane]).validate(lm.facts.vocab_size)
-            key = (lm.name, settings.prompt, config)
-            if key not in cache:
-                with st.spinner(t("compare.running", lane=lane_name(lane))):
-                    cache[key] = decode(lm, settings.prompt, config)
-                while len(cache) > CACHE_SIZE:
-                    cache.pop(next(iter(cache)))
-            last_good[lane] = cache[key]
-            lanes.append((lane, lane_name(lane), cache[key]))
+            configs[lane] = make_config(settings, {"top_n": 20}, max_new_tokens=new_tokens,
+                                        **LANE_SETTINGS[lane]).validate(lm.facts.vocab_size)
         except DecodeScopeError as exc:
             if lane in last_good:
                 keep_or_stop(exc, have_previous=True)
-                lanes.append((lane, lane_name(lane), last_good[lane]))
             else:
                 show_error(f"{lane_name(lane)}: {exc}")
+    # the non-beam lanes in one batch (one prefill, a shared KV prefix); the beam lane on its own, through
+    # the same service as Beam tree, so a search either page has run is answered from memory
+    batch = [lane for lane in configs if configs[lane].strategy != "beam"]
+    decoded = {}
+    try:
+        if batch:
+            traces = watched_lanes("cmp_lanes", lm, settings.prompt, [configs[x] for x in batch],
+                                   [lane_name(x) for x in batch])
+            decoded.update(zip(batch, traces))
+        if "beam" in configs:
+            decoded["beam"] = watched_decode("cmp_beam", lm, settings.prompt, configs["beam"], lane_name("beam"))
+    except DecodeScopeError as exc:
+        keep_or_stop(exc, have_previous=bool(last_good))
+    for lane in needed:
+        if lane in decoded:
+            last_good[lane] = decoded[lane]
+            lanes.append((lane, lane_name(lane), decoded[lane]))
+        elif lane in last_good:
+            lanes.append((lane, lane_name(lane), last_good[lane]))
+    stopped_note("cmp_lanes")
+    stopped_note("cmp_beam")
     if uploaded is not None:
         lanes.append(("uploaded", t("compare.name_uploaded", strategy=uploaded.config.strategy), uploaded))
 else:

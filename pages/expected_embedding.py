@@ -4,8 +4,8 @@ import math
 import streamlit as st
 
 from engine import DecodeConfig
-from engine import decode
 from engine.embedding import feedback_cost, gumbel_sweep, soft_lane
+from engine.service import shared_service
 from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import duration, for_markdown, one_line, visible
@@ -42,7 +42,7 @@ soft_config = base.replace(strategy="soft")
 
 with st.spinner(t("embedding.running")):
     discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
-                      lambda: decode(lm, settings.prompt, discrete_config))
+                      lambda: shared_service().decode(lm, settings.prompt, discrete_config))
     soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
                                lambda: soft_lane(lm, settings.prompt, soft_config))
 
@@ -67,65 +67,73 @@ lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.
                "title": t("embedding.lane_title")}
 (slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
 
-# ---- one soft step ---------------------------------------------------------------------------
-st.subheader(t("embedding.step_header"))
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
-start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
-# the slider counts steps from 1, like every page; `index` is the 0-based position in the list
-index = st.slider(t("embedding.step"), 1, len(steps_with_feedback), value=start + 1, key="ee_step") - 1 \
-    if len(steps_with_feedback) > 1 else 0
-step = steps_with_feedback[index]
-fb = step.feedback
-cols = st.columns(4)
-cols[0].metric(t("embedding.nearest_cosine"), f"{fb.nearest_cosine:.3f}", help=t("embedding.nearest_cosine_help"))
-cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.entropy_help", max=f"{math.log(lm.facts.vocab_size):.2f}"))
-cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
-cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
-left, right = st.columns(2)
-left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index + 1),
-                                       highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
-right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index + 1),
-                                        highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
-projection = next((p for p in projections if p.step == step.index), None)
-if projection is not None:
-    proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
-    proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
-    st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
-    st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
-# ---- Gumbel-softmax ---------------------------------------------------------------------------
-st.subheader(t("embedding.gumbel_header"), anchor="gumbel")
-scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
-st.markdown(t("embedding.gumbel_intro"))
-g1, g2 = st.columns(2)
-tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),
-                       key="ee_tau", help=t("embedding.tau_help"))
-hard = g2.toggle(t("embedding.hard"), value=url_value("ee_hard", False, bool), key="ee_hard",
-                 help=t("embedding.hard_help"))
-sync_url(ee_tau=tau, ee_hard=hard)
-gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
-with st.spinner(t("embedding.running")):
-    gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
-                       lambda: soft_lane(lm, settings.prompt, gumbel_config))
-    sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
-                   lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
-                                        chat=settings.chat))
-g_steps = [s for s in gumbel.steps if s.feedback is not None]
-g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
-if g_step is not None:
-    gl, gr = st.columns(2)
-    gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
-                                         t("embedding.gumbel_weights_title", step=g_step.index + 1),
-                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
-    gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
-                                         t("embedding.gumbel_nearest_title", step=g_step.index + 1),
-                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
-    st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
-tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
-st.plotly_chart(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
-st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
-              low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
-              token=for_markdown(visible(sweep[-1].top[0].text))))
+
+# the soft step's slider and the Gumbel settings rerun only this part of the page
+@st.fragment
+def step_and_gumbel():
+    # ---- one soft step ---------------------------------------------------------------------------
+    st.subheader(t("embedding.step_header"))
+    start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
+    # the slider counts steps from 1, like every page; `index` is the 0-based position in the list
+    index = st.slider(t("embedding.step"), 1, len(steps_with_feedback), value=start + 1, key="ee_step") - 1 \
+        if len(steps_with_feedback) > 1 else 0
+    step = steps_with_feedback[index]
+    fb = step.feedback
+    cols = st.columns(4)
+    cols[0].metric(t("embedding.nearest_cosine"), f"{fb.nearest_cosine:.3f}", help=t("embedding.nearest_cosine_help"))
+    cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.entropy_help", max=f"{math.log(lm.facts.vocab_size):.2f}"))
+    cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
+    cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
+    left, right = st.columns(2)
+    left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index + 1),
+                                           highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
+    right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index + 1),
+                                            highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
+    projection = next((p for p in projections if p.step == step.index), None)
+    if projection is not None:
+        proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
+        proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
+        st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
+        st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
+
+    # ---- Gumbel-softmax ---------------------------------------------------------------------------
+    st.subheader(t("embedding.gumbel_header"), anchor="gumbel")
+    scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
+    st.markdown(t("embedding.gumbel_intro"))
+    g1, g2 = st.columns(2)
+    tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),
+                           key="ee_tau", help=t("embedding.tau_help"))
+    hard = g2.toggle(t("embedding.hard"), value=url_value("ee_hard", False, bool), key="ee_hard",
+                     help=t("embedding.hard_help"))
+    sync_url(ee_tau=tau, ee_hard=hard)
+    gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
+    with st.spinner(t("embedding.running")):
+        gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
+                           lambda: soft_lane(lm, settings.prompt, gumbel_config))
+        sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
+                       lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
+                                            chat=settings.chat))
+    g_steps = [s for s in gumbel.steps if s.feedback is not None]
+    g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
+    if g_step is not None:
+        gl, gr = st.columns(2)
+        gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
+                                             t("embedding.gumbel_weights_title", step=g_step.index + 1),
+                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
+        gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
+                                             t("embedding.gumbel_nearest_title", step=g_step.index + 1),
+                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
+        st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
+    tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
+    st.plotly_chart(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
+    st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
+                  low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
+                  token=for_markdown(visible(sweep[-1].top[0].text))))
+
+
+step_and_gumbel()
 
 # ---- cost ----------------------------------------------------------------------------------------
 st.subheader(t("embedding.cost_header"))

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from engine import DecodeConfig
-from engine import decode
+from engine.service import shared_service
 from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
@@ -36,7 +36,8 @@ config = DecodeConfig(strategy=strategy, num_beams=beams if strategy == "beam" e
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=5)
 
 with st.spinner(t("kv.running")):
-    trace = cached("kv_trace", (lm.name, settings.prompt, config), lambda: decode(lm, settings.prompt, config))
+    trace = cached("kv_trace", (lm.name, settings.prompt, config),
+                   lambda: shared_service().decode(lm, settings.prompt, config))
 
 facts = lm.facts
 per_row = facts.kv_bytes_per_token
@@ -94,9 +95,9 @@ greedy_config = config.replace(strategy="greedy", num_beams=1)
 soft_config = config.replace(strategy="soft", num_beams=1)
 with st.spinner(t("kv.running")):
     greedy = cached("kv_greedy", (lm.name, settings.prompt, greedy_config),
-                    lambda: decode(lm, settings.prompt, greedy_config))
+                    lambda: shared_service().decode(lm, settings.prompt, greedy_config))
     soft = cached("kv_soft", (lm.name, settings.prompt, soft_config),
-                  lambda: decode(lm, settings.prompt, soft_config))
+                  lambda: shared_service().decode(lm, settings.prompt, soft_config))
 common = min(len(greedy.steps), len(soft.steps))
 same = all(greedy.steps[i].kv.bytes == soft.steps[i].kv.bytes and greedy.steps[i].kv.rows == soft.steps[i].kv.rows
            for i in range(common))

@@ -2,6 +2,7 @@
 import time
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
 from figures.candidates import candidates_figure
@@ -17,7 +18,8 @@ from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
-PLAY_SECONDS = 0.6
+PLAY_STEP_SECONDS = 0.2            # Play's pace: five steps a second, where the machine allows it
+PLAY_TIMER_SECONDS = 0.05          # the fragment's timer; the browser starts it again after each drawing
 
 st.title(t("step.title"))
 row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
@@ -71,94 +73,16 @@ def _slider_moved():
 
 def _toggle_play():
     S["sbs_playing"] = not S.get("sbs_playing", False)
+    S["sbs_whole_page"] = True            # Play's timer is set when the whole page runs
 
 
-playing = S.get("sbs_playing", False)
-if playing and uploaded is None:
-    if not stepper.next():
-        S["sbs_playing"] = playing = False
-if S.get("sbs_error"):
-    show_error(S.pop("sbs_error"))
-
-cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
-cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
-               help=t("step.reset_help"), disabled=uploaded is not None, shortcut=shortcut("first"))
-cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
-               disabled=stepper.cursor == 0, shortcut=shortcut("back"))
-cols[2].button(t("step.next"), key="sbs_next", icon="▶", on_click=_do, args=("next",), width="stretch",
-               type="primary", disabled=stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()),
-               help=t("step.next_help"), shortcut=shortcut("next"))
-cols[3].button(t("step.pause") if playing else t("step.play"), key="sbs_play", icon="⏸" if playing else "⏯",
-               on_click=_toggle_play, width="stretch", help=t("step.play_help"), shortcut=shortcut("play"))
-total = len(stepper.steps())
-if total > 1:
-    S["sbs_slider"] = stepper.cursor + 1
-    cols[4].slider(t("step.slider"), 1, total, key="sbs_slider", on_change=_slider_moved)
-else:
-    cols[4].caption(t("step.slider_one"))
-
-step = stepper.current
-config = stepper.config
-branch = stepper.branches[stepper.active]
-forced_here = branch.forced.get(step.index)
-
-# ---- the chart and the numbers beside it ------------------------------------------------
-chart_col, facts_col = st.columns([3, 1])
-fig = candidates_figure(step, config, texts={
-    "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
-    "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
-    "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
-    "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
-    "title_chosen": t("step.fig_title_chosen")})
-with chart_col:
-    event = st.plotly_chart(sized(fig), key=f"sbs_chart_{stepper.active}_{step.index}", on_select="rerun",
-                            selection_mode="points", width="stretch")
-    st.caption(step_caption(step, config, forced_here))
-chosen = step.chosen
-with facts_col:
-    st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
-    if chosen is not None:
-        st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
-        st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
-    st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
-render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
-
-# ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
-if stepper.can_branch:
-    picked = None
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    if points:
-        data = points[0].get("customdata")
-        token = data[0] if isinstance(data, list) else data
-        if token is None and isinstance(points[0].get("x"), int | float):     # bars sit at x = 0, 1, ... by rank
-            ranked = sorted(step.candidates, key=lambda c: c.rank)
-            index = round(points[0]["x"])          # grouped bars are drawn a little off their x
-            token = ranked[index].token_id if 0 <= index < len(ranked) else None
-        if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
-            S["sbs_last_pick"] = (stepper.active, step.index, token)
-            picked = int(token)
-    options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
-    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
-    bcols = st.columns([3, 1])
-    choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
-                                help=t("step.branch_help"))
-    if bcols[1].button(t("step.branch_button"), key="sbs_branch", icon="🌿", width="stretch"):
-        picked = choice
-    if picked is not None:
-        before = len(stepper.branches)
-        try:
-            stepper.branch(picked)
-        except DecodeScopeError as exc:
-            show_error(str(exc))
-        else:
-            if len(stepper.branches) == before and picked == step.chosen_ids[0]:
-                st.info(t("step.branch_same"))
-            st.rerun()
-elif uploaded is None:
-    st.caption(t("step.branch_beam"))
-
-# ---- branches and the text --------------------------------------------------------------
-st.subheader(t("step.text_title"))
+def _rerun_panel():
+    """Run the stepper's fragment again; on a run of the whole page, the whole page (Streamlit allows
+    scope="fragment" only during a fragment's own rerun)."""
+    try:
+        st.rerun(scope="fragment")
+    except StreamlitAPIException:
+        st.rerun()
 
 
 def branch_label(i: int) -> str:
@@ -170,54 +94,155 @@ def branch_label(i: int) -> str:
     return t("step.branch_label", n=i, step=at + 1, token=visible(token))
 
 
-if len(stepper.branches) > 1:
-    S["sbs_active_branch"] = stepper.active
-    st.radio(t("step.branches"), list(range(len(stepper.branches))), format_func=branch_label, horizontal=True,
-             key="sbs_active_branch", on_change=lambda: _do("switch", S["sbs_active_branch"]))
-mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
-                format_func=lambda m: t(f"step.colour_{m}"))
-words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
-         "parts": t("step.hover_parts"), "flagged": t("step.hover_flagged")}
-trace = stepper.trace()
-shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
-st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
-st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words,
-                   flagged=flagged_steps(trace)))
-st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"), "top1": t("step.legend_top1"),
-                           "top10": t("step.legend_top10"), "top100": t("step.legend_top100"),
-                           "beyond": t("step.legend_beyond")}))
-if len(stepper.branches) > 1:
-    with st.expander(t("step.all_branches"), expanded=True):
-        for i, b in enumerate(stepper.branches):
-            if i == stepper.active:
-                continue
-            other = stepper.trace(i)
-            st.markdown(f"**{for_markdown(branch_label(i))}**")
-            st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
-
-render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
-
-# ---- what happened, the way out of a loop, share and export ------------------------------
-jump = render_what_happened(trace, key_prefix="sbs_wh")
-if jump is not None and jump != stepper.cursor:
-    stepper.go(int(jump))
-    st.rerun()
-
-
 def _decode_with(better, step_index):
     """Set the strategy widgets to the escape grid's best cell; the page replays the decode under them."""
     S["strategy"], S["temperature"], S["top_p"], S["min_p"] = "sample", better.temperature, better.top_p, better.min_p
     S["sbs_goto"] = step_index
+    S["sbs_whole_page"] = True            # the strategy widgets are outside the stepper's fragment
 
 
-render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
+# ---- the stepper: buttons, chart, numbers, text. Next, Back, branch and Play rerun only this part -------
+playing = S.get("sbs_playing", False) and uploaded is None
+S.pop("sbs_whole_page", None)             # this run is the whole page
 
-st.divider()
-export_bar(trace, fig, "step-by-step", key="sbs_export")
 
-if playing:
-    if stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()):
-        S["sbs_playing"] = False
+@st.fragment(run_every=PLAY_TIMER_SECONDS if playing else None)
+def stepper_panel():
+    if S.pop("sbs_whole_page", False):
+        st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
+    playing = S.get("sbs_playing", False) and uploaded is None
+    if playing:                           # a tick of Play's timer: one step, at Play's pace
+        time.sleep(max(0.0, S.get("sbs_last_tick", 0.0) + PLAY_STEP_SECONDS - time.monotonic()))
+        S["sbs_last_tick"] = time.monotonic()
+        if not stepper.next():
+            S["sbs_playing"] = False
+            st.rerun()
+    if S.get("sbs_error"):
+        show_error(S.pop("sbs_error"))
+
+    cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
+    cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
+                   help=t("step.reset_help"), disabled=uploaded is not None, shortcut=shortcut("first"))
+    cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
+                   disabled=stepper.cursor == 0, shortcut=shortcut("back"))
+    cols[2].button(t("step.next"), key="sbs_next", icon="▶", on_click=_do, args=("next",), width="stretch",
+                   type="primary", disabled=stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()),
+                   help=t("step.next_help"), shortcut=shortcut("next"))
+    cols[3].button(t("step.pause") if playing else t("step.play"), key="sbs_play", icon="⏸" if playing else "⏯",
+                   on_click=_toggle_play, width="stretch", help=t("step.play_help"), shortcut=shortcut("play"))
+    total = len(stepper.steps())
+    if total > 1:
+        S["sbs_slider"] = stepper.cursor + 1
+        cols[4].slider(t("step.slider"), 1, total, key="sbs_slider", on_change=_slider_moved)
     else:
-        time.sleep(PLAY_SECONDS)
-    st.rerun()
+        cols[4].caption(t("step.slider_one"))
+
+    step = stepper.current
+    config = stepper.config
+    branch = stepper.branches[stepper.active]
+    forced_here = branch.forced.get(step.index)
+
+    # ---- the chart and the numbers beside it ------------------------------------------------
+    chart_col, facts_col = st.columns([3, 1])
+    fig = candidates_figure(step, config, texts={
+        "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
+        "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
+        "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
+        "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
+        "title_chosen": t("step.fig_title_chosen")})
+    with chart_col:
+        event = st.plotly_chart(sized(fig), key="sbs_chart", on_select="rerun",
+                                selection_mode="points", width="stretch")
+        st.caption(step_caption(step, config, forced_here))
+    chosen = step.chosen
+    with facts_col:
+        st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
+        if chosen is not None:
+            st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
+            st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
+        st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
+    if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
+        render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
+
+    # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
+    if stepper.can_branch:
+        picked = None
+        points = (event or {}).get("selection", {}).get("points", []) if event else []
+        if points == S.get("sbs_used_points"):       # one chart key for every step: a selection is used once
+            points = []
+        elif points:
+            S["sbs_used_points"] = points
+        if points:
+            data = points[0].get("customdata")
+            token = data[0] if isinstance(data, list) else data
+            if token is None and isinstance(points[0].get("x"), int | float):     # bars sit at x = 0, 1, ... by rank
+                ranked = sorted(step.candidates, key=lambda c: c.rank)
+                index = round(points[0]["x"])          # grouped bars are drawn a little off their x
+                token = ranked[index].token_id if 0 <= index < len(ranked) else None
+            if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
+                S["sbs_last_pick"] = (stepper.active, step.index, token)
+                picked = int(token)
+        options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
+        labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
+        bcols = st.columns([3, 1])
+        choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
+                                    help=t("step.branch_help"))
+        if bcols[1].button(t("step.branch_button"), key="sbs_branch", icon="🌿", width="stretch"):
+            picked = choice
+        if picked is not None:
+            before = len(stepper.branches)
+            try:
+                stepper.branch(picked)
+            except DecodeScopeError as exc:
+                show_error(str(exc))
+            else:
+                if len(stepper.branches) == before and picked == step.chosen_ids[0]:
+                    st.info(t("step.branch_same"))
+                _rerun_panel()
+    elif uploaded is None:
+        st.caption(t("step.branch_beam"))
+
+    # ---- branches and the text --------------------------------------------------------------
+    st.subheader(t("step.text_title"))
+
+    if len(stepper.branches) > 1:
+        S["sbs_active_branch"] = stepper.active
+        st.radio(t("step.branches"), list(range(len(stepper.branches))), format_func=branch_label, horizontal=True,
+                 key="sbs_active_branch", on_change=lambda: _do("switch", S["sbs_active_branch"]))
+    mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
+                    format_func=lambda m: t(f"step.colour_{m}"))
+    words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
+             "parts": t("step.hover_parts"), "flagged": t("step.hover_flagged")}
+    trace = stepper.trace()
+    shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
+    st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
+    st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words,
+                       flagged=set() if playing else flagged_steps(trace)))
+    st.html(legend_html(mode, {"low": t("step.legend_low"), "high": t("step.legend_high"),
+                               "top1": t("step.legend_top1"), "top10": t("step.legend_top10"),
+                               "top100": t("step.legend_top100"), "beyond": t("step.legend_beyond")}))
+    if len(stepper.branches) > 1:
+        with st.expander(t("step.all_branches"), expanded=True):
+            for i, b in enumerate(stepper.branches):
+                if i == stepper.active:
+                    continue
+                other = stepper.trace(i)
+                st.markdown(f"**{for_markdown(branch_label(i))}**")
+                st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
+
+    if playing:
+        st.caption(t("step.playing_panels"))
+        return
+    render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
+
+    # ---- what happened, the way out of a loop, share and export ------------------------------
+    jump = render_what_happened(trace, key_prefix="sbs_wh")
+    if jump is not None and jump != stepper.cursor:
+        stepper.go(int(jump))
+        _rerun_panel()
+    render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
+
+    st.divider()
+    export_bar(trace, fig, "step-by-step", key="sbs_export")
+
+stepper_panel()

@@ -5,7 +5,7 @@ import math
 import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError, Neighbour
-from engine import decode
+from engine.service import shared_service
 from engine.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
 from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars
@@ -45,7 +45,7 @@ def _use_greedy_reference() -> None:
     """The model's own greedy continuation of this prompt becomes the reference."""
     config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
     try:
-        text = decode(lm, settings.prompt, config).best.text
+        text = shared_service().decode(lm, settings.prompt, config).best.text
     except DecodeScopeError as exc:
         S["tf_reference_error"] = str(exc)
         return

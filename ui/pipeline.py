@@ -51,7 +51,7 @@ def render_stages(step, config, key: str, uploaded: bool = False) -> None:
             st.info(_no_stages_reason(config, uploaded))
             return
         words = {**stage_words(), **_words("stages_fig_", ("x", "y", "kept", "title", "chosen"))}
-        st.plotly_chart(sized(stages_figure(step, texts=words)), key=f"{key}_fig_{step.index}", width="stretch")
+        st.plotly_chart(sized(stages_figure(step, texts=words)), key=f"{key}_fig", width="stretch")
         rows = [{t("pipeline.col_stage"): stage_label(stage, words),
                  t("pipeline.col_kept"): stage.kept_count,
                  t("pipeline.col_cut"): stage.cut_count,

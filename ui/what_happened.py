@@ -14,16 +14,34 @@ the loop would have come anyway; if neither, later sampling (not this pick) made
 """
 from __future__ import annotations
 
+import re
+
+import pandas as pd
 import streamlit as st
 
 from engine import FEEDBACK_STRATEGIES, DecodeScopeError
-from engine.explain import findings_of, replay_greedy, replay_summary, timeline
+from engine.explain import findings_of as _findings_of
+from engine.explain import replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from ui.i18n import t
 
-MAX_ROWS = 8           # timeline rows shown before "more"
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
+FINDINGS_KEPT = 16     # findings kept per session: a few branches at a few lengths
+
+
+def findings_of(trace) -> dict:
+    """engine.explain's findings, computed once per (branch, length): a Next or a Back that shows the same
+    steps again reads them from the session. The steps' choices and entropies identify the run."""
+    key = (trace.model, trace.prompt, trace.config,
+           tuple((tuple(s.chosen_ids), s.entropy) for s in trace.steps),
+           tuple(tuple(q.token_ids) for q in trace.sequences), len(trace.nodes))
+    memo = st.session_state.setdefault("_findings", {})
+    if key not in memo:
+        memo[key] = _findings_of(trace)
+        while len(memo) > FINDINGS_KEPT:
+            memo.pop(next(iter(memo)))
+    return memo[key]
 
 
 def flagged_steps(trace, sequence: int = 0) -> set:
@@ -57,15 +75,7 @@ def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
     if not rows:
         st.success(t("explain.nothing"))
     else:
-        _header()
-        for i, row in enumerate(rows[:MAX_ROWS]):
-            if _row(row, f"{key_prefix}_jump_{i}"):
-                jump = row[0]["step"]
-        if len(rows) > MAX_ROWS:
-            with st.expander(t("explain.more", n=len(rows) - MAX_ROWS)):
-                for i, row in enumerate(rows[MAX_ROWS:], start=MAX_ROWS):
-                    if _row(row, f"{key_prefix}_jump_{i}"):
-                        jump = row[0]["step"]
+        jump = _timeline(rows, f"{key_prefix}_timeline")
 
     with st.expander(t("explain.rule_title"), icon=":material/help:"):
         rule = findings["rule"]
@@ -93,15 +103,6 @@ def _summary(found: dict, findings: dict) -> str:
     return " · ".join(parts)
 
 
-COLUMNS = [1.5, 1.5, 4, 5]     # step button, token, what, why: "Step 123" fits without an ellipsis
-
-
-def _header():
-    cols = st.columns(COLUMNS)
-    for col, key in zip(cols, ("col_step", "col_token", "col_what", "col_why")):
-        col.markdown(f"**{t('explain.' + key)}**")
-
-
 def _token(text: str | None) -> str:
     return f"**{for_markdown(visible(text or ''))}**"
 
@@ -117,16 +118,33 @@ def _by_step(events: list) -> list:
     return rows
 
 
-def _row(events: list, key: str) -> bool:
-    """One timeline row (all events of one step); True when its step button was clicked."""
-    cols = st.columns(COLUMNS, vertical_alignment="center")
-    step = events[0]["step"]
-    clicked = cols[0].button(t("explain.step_button", step=step + 1), key=key, help=t("explain.jump_help"),
-                             width="stretch")
-    cols[1].markdown(_token(events[0]["text"]))
-    cols[2].markdown("  \n".join(_what(e) for e in events))
-    cols[3].caption("  \n".join(t(f"explain.why_{e['kind']}") for e in events))
-    return clicked
+def _timeline(rows: list, key: str) -> int | None:
+    """The timeline as one table, a row per step; selecting a row returns its step (once per selection).
+
+    One table instead of a row of widgets per step: a long run's timeline is one element, not hundreds."""
+    S = st.session_state
+    table = pd.DataFrame([{
+        t("explain.col_step"): t("explain.step_button", step=events[0]["step"] + 1),
+        t("explain.col_token"): visible(events[0]["text"] or ""),
+        t("explain.col_what"): "\n".join(_plain(_what(e)) for e in events),
+        t("explain.col_why"): "\n".join(t(f"explain.why_{e['kind']}") for e in events)} for events in rows])
+    st.caption(t("explain.timeline_help"))
+    event = st.dataframe(table, key=key, on_select="rerun", selection_mode="single-row", hide_index=True,
+                         width="stretch")
+    picked = list(event.selection.rows) if event is not None else []
+    steps = tuple(r[0]["step"] for r in rows)
+    if not picked:
+        S.pop(f"{key}_used", None)
+        return None
+    if S.get(f"{key}_used") == (picked[0], steps) or not 0 <= picked[0] < len(rows):
+        return None           # a selection moves the cursor once; the user may move on from there
+    S[f"{key}_used"] = (picked[0], steps)
+    return rows[picked[0]][0]["step"]
+
+
+def _plain(markdown: str) -> str:
+    """Text written for st.markdown, for a table cell: no bold marks, no escapes."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace("**", ""))
 
 
 def _what(event: dict) -> str:

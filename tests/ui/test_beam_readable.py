@@ -6,7 +6,6 @@ import math
 import time
 from pathlib import Path
 
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,22 +27,20 @@ def open_beam(folder: str, **state) -> AppTest:
     return at
 
 
-def test_play_shows_every_step_from_the_first(tiny_llama_folder, monkeypatch):
+def test_play_shows_every_step_from_the_first(tiny_llama_folder):
+    """Play is a timer on the tree's fragment; AppTest runs no timers, so each tick is one run here."""
     _, folder = tiny_llama_folder
     at = open_beam(folder, num_beams=3)
     last = int(at.slider(key="beam_upto").max)
-    frames, real_sleep = [], time.sleep
-
-    def sleep(seconds):            # the page pauses once per frame of Play: note the step it just drew
-        if seconds == 0.7:
-            frames.append(st.session_state["beam_upto"])
-        else:
-            real_sleep(seconds)
-
-    monkeypatch.setattr(time, "sleep", sleep)
     at.button(key="beam_play").click().run()
+    frames = [at.session_state["beam_upto"]]
+    for _ in range(last + 1):
+        if not at.session_state["beam_playing"]:
+            break
+        at.run()
+        frames.append(at.session_state["beam_upto"])
     assert not at.exception, at.exception
-    assert frames == list(range(1, last + 1))      # 1, 2, ..., last; the run after the last frame ends Play
+    assert frames == list(range(1, last + 1)) + [last]     # 1, 2, ..., last; the tick after the last ends Play
     assert at.session_state["beam_upto"] == last and at.session_state["beam_playing"] is False
 
 

@@ -59,7 +59,8 @@ def test_a_bad_prompt_names_the_problem_and_keeps_the_result(tiny_llama_folder, 
 
 
 def test_play_steps_to_the_end_then_stops(tiny_llama_folder):
-    """Play decodes one token per rerun until the decode is finished, then turns itself off."""
+    """Play decodes one token per tick of its timer until the decode is finished, then turns itself off.
+    AppTest runs no timers: each tick is one run here."""
     lm, folder = tiny_llama_folder
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.session_state["model"] = folder
@@ -69,6 +70,10 @@ def test_play_steps_to_the_end_then_stops(tiny_llama_folder):
     at.run()
     assert len(token_spans(at)) == 1
     at.button(key="sbs_play").click().run()
+    for _ in range(10):
+        if not at.session_state["sbs_playing"]:
+            break
+        at.run()
     assert not at.exception, at.exception
     assert at.session_state["sbs_playing"] is False
     # the greedy tokens of a plain forward loop, stopping at EOS like the page

@@ -89,6 +89,10 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     lm, folder = tiny_llama_folder
     at = open_step_page(folder, max_new_tokens=6)
     at.button(key="sbs_play").click().run()
+    for _ in range(10):                            # each tick of Play's timer (AppTest runs no timers)
+        if not at.session_state["sbs_playing"]:
+            break
+        at.run()
     assert not at.exception, at.exception
     words = texts("en")
     assert words["escape_title"] in [e.label for e in at.expander]

@@ -48,26 +48,39 @@ def texts(lang: str) -> dict:
     return json.loads((ROOT / "assets" / "texts" / lang / "explain.json").read_text(encoding="utf-8"))
 
 
+def select_row(at: AppTest, row: int) -> None:
+    """What a click on a timeline row does: the table's selection state names that row."""
+    at.session_state["wh_timeline"] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+
+
 def test_timeline_rows_and_jump():
     at = app()
     en = texts("en")
     assert at.subheader[0].value == en["title"]
-    labels = [b.label for b in at.button]
+    assert len(at.dataframe) == 1                 # one table, not a widget per row
+    table = at.dataframe[0].value
     # one row per step: the departure and the pick at step 3 (shown 4), the loop at step 7 (shown 8)
-    assert labels[:2] == ["Step 4", "Step 8"] and labels[2] == texts("en")["replay_button"]
+    assert list(table[en["col_step"]]) == ["Step 4", "Step 8"]
+    assert [b.label for b in at.button][0] == en["replay_button"]
     assert at.session_state["flagged"] == [3, 7]
-    at.button[1].click().run()
+    select_row(at, 1)
     assert at.session_state["jumped"] == 7
-    shown = "\n".join(m.value for m in at.markdown)
+    del at.session_state["jumped"]
+    at.run()                                      # the same selection on the next run: no second jump
+    assert "jumped" not in at.session_state
+    shown = "\n".join(table[en["col_what"]])
     assert "p = 0.0050, rank 4; tokens ranked above held 95%" in shown
     assert "repeats 3× back to back (n = 2), through step 13" in shown
     assert "Leaves the greedy path: greedy takes" in shown
+    assert "**" not in shown and "\\" not in shown       # plain text in the cells
 
 
 def test_no_events_says_so():
     at = app("quiet")
     assert [s.value for s in at.success] == [texts("en")["nothing"]]
-    assert not any(b.label.startswith("Step") for b in at.button)
+    assert not at.dataframe
 
 
 def test_replay_speaks_of_a_loop_only_when_one_was_flagged():
@@ -83,7 +96,8 @@ def test_chinese():
     at = app(lang="zh")
     zh = texts("zh")
     assert at.subheader[0].value == zh["title"]
-    assert [b.label for b in at.button][:3] == ["第 4 步", "第 8 步", zh["replay_button"]]
+    assert list(at.dataframe[0].value[zh["col_step"]]) == ["第 4 步", "第 8 步"]
+    assert at.button[0].label == zh["replay_button"]
 
 
 def test_replay_runs_both_greedy_decodes_and_gives_a_verdict():

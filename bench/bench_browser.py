@@ -1,0 +1,171 @@
+"""What a user waits for in the browser: the app on a local server, driven by Playwright in Debian's Chromium.
+
+    .venv/bin/python -m bench.bench_browser [--clicks 20] [--crowd 20] [--play-seconds 8]
+
+1. Next -> the chart shows the new step (median of --clicks), beside one forward pass with the KV cache
+   measured in this process on the same model (the step Next takes), and their ratio;
+2. open the address -> the first chart drawn, on a warm server (a new session each time; median of 5),
+   and the very first open after the server started;
+3. --crowd browser sessions open one shared Beam tree link at once: the last session's first chart,
+   divided by one session alone opening an equal link (another prompt of the same length, so neither
+   is answered from memory before it starts);
+4. Play on Step by step: steps drawn per second.
+Beside each figure: the machine's load (1-minute average) and its number of cores. A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import torch
+
+from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, click_key, new_context, open_page,
+                                           running_server, wait_idle)
+
+CHART = '[class*="st-key-{key}"] .js-plotly-plot'
+TITLE = '[class*="st-key-sbs_chart"] .gtitle'
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def say(figure: str) -> None:
+    print(f"{figure:<72} [{load()}]", flush=True)
+
+
+def one_forward_pass(rounds: int = 20) -> float:
+    """Median seconds of one decoding step's forward pass (one token, KV cache of the prompt) on the bundled model."""
+    from engine import load_model
+
+    lm = load_model()
+    ids = torch.tensor([lm.tokenizer("The capital of France is")["input_ids"]])
+    times = []
+    with torch.inference_mode():
+        out = lm.model(input_ids=ids, use_cache=True)
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        for _ in range(rounds):
+            past = out.past_key_values
+            t = time.perf_counter()
+            lm.model(input_ids=token, past_key_values=past, use_cache=True)
+            times.append(time.perf_counter() - t)
+            past.crop(-1)                  # back to the prompt: every round is the same step
+    return statistics.median(times)
+
+
+def step_shown(page) -> int:
+    text = page.locator(TITLE).first.text_content() or ""
+    return int(text.split(":")[0].split()[-1]) if text.startswith("Step") else 0
+
+
+def wait_chart(page, key: str, timeout_ms: int = 600_000) -> None:
+    page.locator(CHART.format(key=key)).first.wait_for(state="visible", timeout=timeout_ms)
+
+
+def bench_next(browser, server, clicks: int) -> list:
+    ctx = new_context(browser, server)
+    page = ctx.new_page()
+    open_page(page, server, "step_by_step", urlencode({"max_new_tokens": clicks + 5, "prompt": "Once upon a time"}))
+    wait_chart(page, "sbs_chart")
+    times = []
+    for _ in range(clicks):
+        wait_idle(page)
+        shown = step_shown(page)
+        t = time.perf_counter()
+        page.locator(".st-key-sbs_next button").first.click()
+        page.wait_for_function(f"""() => {{ const t = document.querySelector('{TITLE}');
+                                   return t && t.textContent.startsWith('Step {shown + 1}:'); }}""", polling="raf")
+        times.append(time.perf_counter() - t)
+    ctx.close()
+    return times
+
+
+def bench_open(browser, server, rounds: int = 5) -> list:
+    times = []
+    for _ in range(rounds):
+        ctx = new_context(browser, server)
+        page = ctx.new_page()
+        t = time.perf_counter()
+        page.goto(f"{server.url}/step_by_step", wait_until="commit")
+        wait_chart(page, "sbs_chart")
+        times.append(time.perf_counter() - t)
+        wait_idle(page)
+        ctx.close()
+    return times
+
+
+def crowd_open(browser, server, query: str, n: int) -> float:
+    """Seconds from the first of n sessions opening the link to the last of them drawing its tree."""
+    contexts = [new_context(browser, server) for _ in range(n)]
+    pages = [c.new_page() for c in contexts]
+    t = time.perf_counter()
+    for page in pages:                                   # every request is on its way before any is awaited
+        page.goto(f"{server.url}/beam_tree?{query}", wait_until="commit")
+    for page in pages:
+        wait_chart(page, "beam_chart")
+    seconds = time.perf_counter() - t
+    for c in contexts:
+        c.close()
+    return seconds
+
+
+def bench_play(browser, server, seconds: float) -> float:
+    ctx = new_context(browser, server)
+    page = ctx.new_page()
+    open_page(page, server, "step_by_step", urlencode({"max_new_tokens": 400, "prompt": "Here is a long story:"}))
+    wait_chart(page, "sbs_chart")
+    page.locator(".st-key-sbs_play button").first.click()
+    page.wait_for_function(f"() => (document.querySelector('{TITLE}')?.textContent || '').startsWith('Step 3:')")
+    first, t = step_shown(page), time.perf_counter()
+    page.wait_for_timeout(seconds * 1000)
+    last, elapsed = step_shown(page), time.perf_counter() - t
+    page.locator(".st-key-sbs_play button").first.click()
+    ctx.close()
+    return (last - first) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clicks", type=int, default=20)
+    parser.add_argument("--crowd", type=int, default=20)
+    parser.add_argument("--play-seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    if not Path(CHROMIUM).is_file():
+        raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    forward = one_forward_pass()
+    say(f"one forward pass (1 token, KV cache), median of 20: {forward * 1e3:.1f} ms")
+    with tempfile.TemporaryDirectory() as logs, running_server(Path(logs)) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        cold = bench_open(browser, server, rounds=1)[0]
+        say(f"open -> first chart, first visit after the server started: {cold:.2f} s")
+        warm = bench_open(browser, server)
+        say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
+            f"(min {min(warm):.2f}, max {max(warm):.2f})")
+
+        nexts = bench_next(browser, server, args.clicks)
+        med = statistics.median(nexts)
+        say(f"Next -> new step visible, median of {len(nexts)}: {med * 1e3:.0f} ms "
+            f"(min {min(nexts) * 1e3:.0f}, max {max(nexts) * 1e3:.0f}) = {med / forward:.1f} x one forward pass")
+
+        common = {"num_beams": 4, "max_new_tokens": 24}
+        alone = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the bicycle:")), 1)
+        say(f"Beam tree 4 x 24 link, one session alone -> tree drawn: {alone:.2f} s")
+        crowd = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the sailboat:")),
+                           args.crowd)
+        say(f"{args.crowd} sessions open one shared link at once -> last tree drawn: {crowd:.2f} s "
+            f"= {crowd / alone:.2f} x one alone")
+
+        rate = bench_play(browser, server, args.play_seconds)
+        say(f"Play on Step by step: {rate:.1f} steps/s")
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
