@@ -56,7 +56,7 @@ bench: setup-test
 # randomly initialised ~1B Llama; elsewhere it says it skipped. Needs no network.
 gpu-check:
 	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
-		DECODESCOPE_TEST_DEVICE=cuda $(PY) -m pytest -q -p no:cacheprovider tests/test_device_parity.py && \
+		DECODESCOPE_TEST_DEVICE=cuda $(PY) -m pytest -q -p no:cacheprovider tests/engine/test_device_parity.py && \
 		$(PY) -m bench.bench_gpu; \
 	else echo "gpu-check: skipped, PyTorch sees no CUDA GPU on this machine"; fi
 

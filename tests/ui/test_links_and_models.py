@@ -253,7 +253,7 @@ def test_the_model_facts_of_an_uploaded_trace_show_its_name_literally(tiny_llama
 
 
 def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
-    """The bundled path on the tiny Llama (see tests/test_model_cache.py): a damaged cache is rebuilt, and
+    """The bundled path on the tiny Llama (see tests/engine/test_model_cache.py): a damaged cache is rebuilt, and
     the page that loaded it says why."""
     target, calls = fake_bundled
     at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})

@@ -21,7 +21,7 @@ from engine import decode
 from engine.trace import MAX_TRACE_BYTES
 from figures.labels import WORD_JOINER, for_html, for_markdown, for_plotly, visible
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 UNICODE_PROMPTS = {
     "chinese": "中文的首都是北京。语言模型预测下一个词",

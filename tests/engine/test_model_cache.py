@@ -23,7 +23,7 @@ from engine import load_model
 from engine.model import MARKER, check_marker, write_marker
 from tiny_models import tiny_llama
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = "model.safetensors"
 
 
