@@ -26,17 +26,24 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def add_prompt_and_model(p: argparse.ArgumentParser) -> None:
+    """The arguments every command that reads a prompt shares: the prompt, the model, where it runs, chat."""
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="text for the model to continue")
+    source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
+    p.add_argument("--model", default=None,
+                   help="smollm2-135m (bundled, English, instruction-tuned; the default), gemma3-270m (bundled, "
+                        "multilingual base model), or a Hugging Face id or local folder")
+    add_placement(p)
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = DecodeConfig()
     parser = _Parser(prog="python -m engine", description="Decode with a causal LM and record every step.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("decode", help="decode a prompt and print every step")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt", help="text for the model to continue")
-    source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
-    p.add_argument("--model", default=None, help="smollm2-135m (bundled, English, instruction-tuned; the default), gemma3-270m (bundled, multilingual base model), or a Hugging Face id or local folder")
-    add_placement(p)
-    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    add_prompt_and_model(p)
     p.add_argument("--strategy", default=d.strategy, help=f"one of {', '.join(STRATEGIES)}")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
     p.add_argument("--temperature", type=float, default=d.temperature)
@@ -60,12 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
                         "token's probability")
     lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)")
-    lens_source = lens.add_mutually_exclusive_group(required=True)
-    lens_source.add_argument("--prompt", help="text for the model to continue")
-    lens_source.add_argument("--prompt-file", metavar="PATH", help="read the prompt from a UTF-8 file ('-' for stdin)")
-    lens.add_argument("--model", default=None, help="smollm2-135m (bundled, English, instruction-tuned; the default), gemma3-270m (bundled, multilingual base model), or a Hugging Face id or local folder")
-    add_placement(lens)
-    lens.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    add_prompt_and_model(lens)
     lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
     return parser
 
