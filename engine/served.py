@@ -37,6 +37,7 @@ class TopN:
     text: str                         # the token the server chose (or that was fed, when scoring)
     logprob: float                    # its log-probability under the raw distribution
     top: list = field(default_factory=list)   # [(text, logprob)] best first, at most N (+ the chosen)
+    offset: int | None = None         # where the token starts in the text (prompt included, when echoed)
 
 
 def check_url(url: str) -> str:
@@ -147,6 +148,39 @@ class Server:
             raise ServedError(f"server at {self.url} gave a completion with no text")
         positions = _positions(choice.get("logprobs"), self.url)
         return text, positions, str(choice.get("finish_reason") or "")
+
+    def prompt_logprobs(self, prompt: str, top_n: int) -> list | None:
+        """vLLM's `prompt_logprobs`: for each prompt token after the first, {token id: (logprob, rank, text)}
+        holding the top-N and the prompt's own token. None where the server does not offer it."""
+        if self.kind != "vllm":
+            return None
+        answer = self._call("POST", "/v1/completions", {"model": self.model, "prompt": prompt, "max_tokens": 1,
+                                                        "temperature": 0.0, "prompt_logprobs": top_n})
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        rows = choices[0].get("prompt_logprobs") if isinstance(choices, list) and choices and isinstance(
+            choices[0], dict) else None
+        if not isinstance(rows, list):
+            return None
+        out = []
+        for row in rows:
+            if row is None:
+                out.append(None)
+                continue
+            if not isinstance(row, dict) or len(row) > 1000:
+                raise ServedError(f"server at {self.url} gave prompt_logprobs of the wrong shape")
+            entries = {}
+            for key, entry in row.items():
+                try:
+                    token_id = int(key)
+                    logprob = _finite_logprob(entry["logprob"])
+                    rank = entry.get("rank")
+                    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 1 else None
+                    text = entry.get("decoded_token")
+                except (TypeError, ValueError, KeyError):
+                    raise ServedError(f"server at {self.url} gave prompt_logprobs of the wrong shape") from None
+                entries[token_id] = (logprob, rank, text if isinstance(text, str) else "")
+            out.append(entries)
+        return out
 
     def token_id(self, text: str) -> int | None:
         """The id of the one token whose text this is, from the server's tokenizer; None when the text
@@ -264,12 +298,16 @@ def _positions(logprobs, url: str) -> list[TopN]:
         raise none
     if not len(tokens) == len(chosen) == len(tops):
         raise ServedError(f"server at {url} gave logprobs of different lengths")
+    offsets = logprobs.get("text_offset")
+    if not (isinstance(offsets, list) and len(offsets) == len(tokens)
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        offsets = [None] * len(tokens)
     out = []
-    for text, logprob, top in zip(tokens, chosen, tops):
+    for text, logprob, top, offset in zip(tokens, chosen, tops, offsets):
         if not isinstance(text, str):
             raise ServedError(f"server at {url} gave a token that is not text")
         if logprob is None and top is None:      # the first prompt token, when echoed, has none
-            out.append(TopN(text=text, logprob=float("nan"), top=[]))
+            out.append(TopN(text=text, logprob=float("nan"), top=[], offset=offset))
             continue
         try:
             value = _finite_logprob(logprob)
@@ -278,5 +316,5 @@ def _positions(logprobs, url: str) -> list[TopN]:
             pairs = sorted(((str(t), _finite_logprob(v)) for t, v in top.items()), key=lambda p: -p[1])
         except ValueError:
             raise ServedError(f"server at {url} gave a logprob that is not a number at most 0") from None
-        out.append(TopN(text=text, logprob=value, top=pairs))
+        out.append(TopN(text=text, logprob=value, top=pairs, offset=offset))
     return out

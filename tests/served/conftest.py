@@ -66,15 +66,21 @@ class _Stub(http.server.BaseHTTPRequestHandler):
     """Answers /v1/models with one model, and /v1/completions as `self.server.completion` says."""
 
     def do_GET(self):
-        self._json({"object": "list", "data": [{"id": "stub-model", "object": "model", "owned_by": "me"}]})
+        self.server.requests.append(("GET", self.path, None))
+        self._json({"object": "list", "data": [{"id": "stub-model", "object": "model",
+                                                "owned_by": self.server.owned_by}]})
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        payload = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
+        self.server.requests.append(("POST", self.path, payload))
         if self.server.completion == "silent":
             time.sleep(self.server.silence_s)
             return
         if self.path.startswith("/v1/completions"):
-            self._json(self.server.completion)
+            completion = self.server.completion
+            self._json(completion(payload) if callable(completion) else completion)
+        elif self.path == "/tokenize" and self.server.tokenize is not None:
+            self._json({"tokens": self.server.tokenize(payload["prompt"])})
         else:
             self.send_error(404)
 
@@ -93,16 +99,20 @@ class _Stub(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def stub_server():
     """stub_server(completion) -> base URL of a server that lists 'stub-model' and answers every completion
-    with `completion` (a dict), or, for "silent", with nothing for a few seconds."""
+    with `completion` (a dict, or a function of the request's JSON), or, for "silent", with nothing for a
+    few seconds. `owned_by` is what /v1/models reports ("vllm" makes it a vLLM); `tokenize`, a function of
+    the text, answers vLLM's /tokenize. stub_server.requests lists (method, path, JSON) of what arrived."""
     servers = []
 
-    def start(completion, silence_s: float = 5.0):
+    def start(completion, silence_s: float = 5.0, owned_by: str = "me", tokenize=None):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
         server.completion, server.silence_s, server.daemon_threads = completion, silence_s, True
+        server.owned_by, server.tokenize, server.requests = owned_by, tokenize, start.requests
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 
+    start.requests = []
     yield start
     for server in servers:
         server.shutdown()
