@@ -7,18 +7,12 @@ import http.server
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 
 import pytest
 
-from engine.model import bundled_gguf_path
-from served_helpers import free_port
-
-START_WAIT_S = 300      # a loaded 2-core machine can take minutes to map the file; not a time limit on the code
+from served_helpers import ServerFailed, running_llama_server
 
 
 @pytest.fixture(scope="session")
@@ -30,36 +24,11 @@ def llama_server():
         if os.environ.get("DECODESCOPE_REQUIRE_SERVER") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    port = free_port()
-    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"decodescope-llama-{port}.log"), "wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_gguf_path()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "512", "--n_threads", "2", "--verbose", "false"],
-        stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_WAIT_S
     try:
-        while True:
-            if process.poll() is not None:
-                log.flush()
-                pytest.fail(f"the llama.cpp server exited with {process.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the llama.cpp server did not start within {START_WAIT_S} s; see {log.name}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        with running_llama_server() as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
 
 
 class _Stub(http.server.BaseHTTPRequestHandler):
