@@ -22,6 +22,7 @@ from .errors import DecodeScopeError
 MAX_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 300
 MAX_RESPONSE_BYTES = 32_000_000      # one answer; 24 steps x 200 candidates is about 0.5 MB
+MAX_LINE_BYTES = 1_000_000          # one streamed event
 MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
 DEFAULT_TIMEOUT_S = 60.0
 VLLM_DEFAULT_MAX_LOGPROBS = 20       # vLLM refuses more unless started with --max-logprobs
@@ -124,13 +125,13 @@ class Server:
                                                 "exact": False}}
 
     # ---- requests --------------------------------------------------------------------
-    def complete(self, prompt: str, *, max_tokens: int, logprobs: int, temperature: float = 0.0,
-                 top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int | None = None, echo: bool = False) -> tuple[str, list[TopN], str]:
-        """One completion. Returns (text, one TopN per token, finish_reason). Every sampling setting is
-        sent explicitly: llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05) would shape silently."""
+    def _payload(self, prompt: str, *, max_tokens: int, logprobs: int, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
+                 echo: bool = False, stream: bool = False) -> dict:
+        """A completions request with every sampling setting sent explicitly: llama.cpp's defaults
+        (top-k 40, top-p 0.95, min-p 0.05) would otherwise shape the run silently."""
         payload = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "logprobs": logprobs,
-                   "temperature": temperature, "top_p": top_p, "min_p": min_p, "echo": echo, "stream": False,
+                   "temperature": temperature, "top_p": top_p, "min_p": min_p, "echo": echo, "stream": stream,
                    "top_k": (-1 if self.kind == "vllm" else 0) if top_k == 0 else top_k}
         if self.kind == "vllm":
             payload["repetition_penalty"] = repetition_penalty
@@ -138,16 +139,60 @@ class Server:
             payload["repeat_penalty"] = repetition_penalty
         if seed is not None:
             payload["seed"] = seed
-        answer = self._call("POST", "/v1/completions", payload)
+        return payload
+
+    def complete(self, prompt: str, **settings) -> tuple[str, list[TopN], str]:
+        """One completion (settings as in `_payload`). Returns (text, one TopN per token, finish_reason)."""
+        answer = self._call("POST", "/v1/completions", self._payload(prompt, **settings))
+        choice = self._choice(answer)
+        return choice["text"], _positions(choice.get("logprobs"), self.url), str(choice.get("finish_reason") or "")
+
+    def stream(self, prompt: str, **settings):
+        """The same completion, streamed: yields one TopN per token as the server sends it (server-sent
+        events), so a long decode shows its progress and can be stopped. Every line and the whole answer
+        are read with a size limit."""
+        request = self._request("POST", "/v1/completions", self._payload(prompt, stream=True, **settings))
+        with self._open(request, "/v1/completions") as response:
+            total = count = 0
+            while True:
+                try:
+                    line = response.readline(MAX_LINE_BYTES + 1)
+                except (socket.timeout, TimeoutError):
+                    raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
+                except (OSError, ValueError) as exc:
+                    raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+                if not line:
+                    return
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES or total > MAX_RESPONSE_BYTES:
+                    raise ServedError(f"server at {self.url} sent a streamed answer over the size limit")
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue                          # comments, event names, keep-alive pings
+                data = line[5:].strip()
+                if data == b"[DONE]":        # before any finish_reason: the server cut this answer short
+                    raise ServedError(f"server at {self.url} ended the answer after {count} tokens without a "
+                                      "reason; llama-cpp-python does that to a streamed answer when another "
+                                      "request arrives (start it with --interrupt_requests False)")
+                try:
+                    chunk = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    raise ServedError(f"server at {self.url} streamed something that is not JSON") from None
+                choice = self._choice(chunk)
+                if choice.get("logprobs") is not None or choice["text"]:   # the closing event has neither
+                    for position in _positions(choice.get("logprobs"), self.url):
+                        count += 1
+                        yield position
+                if choice.get("finish_reason"):
+                    return
+
+    def _choice(self, answer) -> dict:
         choices = answer.get("choices") if isinstance(answer, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ServedError(f"server at {self.url} gave a completion with no choices")
-        choice = choices[0]
-        text = choice.get("text")
-        if not isinstance(text, str):
+        if not isinstance(choices[0].get("text"), str):
             raise ServedError(f"server at {self.url} gave a completion with no text")
-        positions = _positions(choice.get("logprobs"), self.url)
-        return text, positions, str(choice.get("finish_reason") or "")
+        return choices[0]
 
     def prompt_logprobs(self, prompt: str, top_n: int) -> list | None:
         """vLLM's `prompt_logprobs`: for each prompt token after the first, {token id: (logprob, rank, text)}
@@ -181,6 +226,10 @@ class Server:
                 entries[token_id] = (logprob, rank, text if isinstance(text, str) else "")
             out.append(entries)
         return out
+
+    def known_token_id(self, text: str) -> int | None:
+        """The id `token_id` found for this text before, without a request."""
+        return self._ids.get(text)
 
     def token_id(self, text: str) -> int | None:
         """The id of the one token whose text this is, from the server's tokenizer; None when the text
@@ -222,15 +271,16 @@ class Server:
             self._bos_ids = tokens if isinstance(tokens, list) and len(tokens) <= 2 else []
         return self._bos_ids
 
-    def _call(self, method: str, path: str, payload: dict | None = None):
-        """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
+    def _request(self, method: str, path: str, payload: dict | None = None) -> urllib.request.Request:
         data = None if payload is None else json.dumps(payload).encode("utf-8")
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        return urllib.request.Request(self.url + path, data=data, method=method,
+                                      headers={"Content-Type": "application/json", "Accept": "application/json"})
+
+    def _open(self, request: urllib.request.Request, path: str):
+        """Send a request (never following a redirect); ServedError with one line when it fails."""
         opener = urllib.request.build_opener(_NoRedirect)
         try:
-            with opener.open(request, timeout=self.timeout) as response:
-                body = response.read(MAX_RESPONSE_BYTES + 1)
+            return opener.open(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             raise ServedError(f"server at {self.url} refused {path} (HTTP {exc.code}): "
                               f"{_quote(_error_text(exc))}") from None
@@ -245,6 +295,16 @@ class Server:
             raise ServedError(f"server at {self.url} cannot be reached: {_quote(reason)}") from None
         except (OSError, ValueError) as exc:     # reset connections, bad status lines
             raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+
+    def _call(self, method: str, path: str, payload: dict | None = None):
+        """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
+        with self._open(self._request(method, path, payload), path) as response:
+            try:
+                body = response.read(MAX_RESPONSE_BYTES + 1)
+            except (socket.timeout, TimeoutError):
+                raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
+            except (OSError, ValueError) as exc:
+                raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
         if len(body) > MAX_RESPONSE_BYTES:
             raise ServedError(f"server at {self.url} sent more than {MAX_RESPONSE_BYTES / 1e6:g} MB for {path}")
         try:

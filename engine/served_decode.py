@@ -1,8 +1,8 @@
 """Decoding on a served model: the same Trace as a local decode, built from a server's top-N logprobs.
 
 What each strategy does there:
-  - greedy and sample: one request for the whole run (`max_tokens`, `logprobs` = top-N, and for
-    sampling the server's own `seed`); the server chooses every token, we record what it reported;
+  - greedy and sample: one streamed request for the whole run (`max_tokens`, `logprobs` = top-N, and
+    for sampling the server's own `seed`); the server chooses every token, we record each as it arrives;
   - beam: driven from here one step at a time: for each running beam, `max_tokens: 1` with
     `logprobs` of twice the beam count, then the same helpers as the local beam search rank the
     continuations (the server's prefix cache keeps each request cheap);
@@ -44,10 +44,18 @@ class TokenIds:
             return found
         return self._made.setdefault(text, TEXT_IDS_FROM + len(self._made))
 
+    def known(self, text: str) -> int:
+        """The id without asking the server (a provisional one where it is not known yet)."""
+        found = self.server.known_token_id(text)
+        if found is not None:
+            return found
+        return self._made.get(text, TEXT_IDS_FROM + 2**23 + hash(text) % 2**23)
+
 
 def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=None) -> Trace:
     """Decode `prompt` on the server with `config`; the Trace records each step's top-N view.
-    on_step(step, steps_so_far) is called after each step is recorded (beam steps arrive one by one)."""
+    on_step(0, step) sees each step as it is recorded (tokens stream in; beam steps arrive one by one);
+    returning False stops the decode, and the trace holds the steps so far."""
     config.validate()
     if config.strategy in FEEDBACK_STRATEGIES:
         raise ServedError(f"{config.strategy} decoding feeds a vector back into the model; a completions server "
@@ -74,23 +82,33 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
 
 # ---- greedy and sample: the server decodes, we read -----------------------------------------
 def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int, names: TokenIds, on_step):
+    """One streamed request: each token's step is recorded as it arrives; on_step returning False stops."""
     sampling = config.strategy == "sample"
-    t0 = time.perf_counter()
-    text, positions, _ = server.complete(
+    tokens = server.stream(
         prompt, max_tokens=config.max_new_tokens, logprobs=top_n,
         temperature=config.temperature if sampling else 0.0,
         top_k=config.top_k if sampling else 0, top_p=config.top_p if sampling else 1.0,
         min_p=config.min_p if sampling else 0.0, repetition_penalty=config.repetition_penalty,
         seed=config.seed if sampling else None)
-    seconds = (time.perf_counter() - t0) / max(len(positions), 1)
-    steps = []
-    for index, position in enumerate(positions[:config.max_new_tokens]):
-        steps.append(step_from(position, index, config, top_n, names, seconds))
-        if on_step is not None:
-            on_step(steps[-1], steps)
+    steps, positions, seconds, t0 = [], [], [], time.perf_counter()
+    try:
+        for position in tokens:
+            if len(steps) >= config.max_new_tokens:
+                break
+            now = time.perf_counter()
+            # ids only from what is known already: a request to the server now would cut its stream short
+            steps.append(step_from(position, len(steps), config, top_n, names.known, now - t0))
+            positions.append(position)
+            seconds.append(now - t0)
+            t0 = now
+            if on_step is not None and on_step(0, steps[-1]) is False:
+                break
+    finally:
+        tokens.close()                 # a stop closes the connection; the server stops decoding
+    steps = [step_from(p, i, config, top_n, names, s) for i, (p, s) in enumerate(zip(positions, seconds))]
     ids = [step.chosen_ids[0] for step in steps]
-    cum = sum(p.logprob for p in positions[:len(steps)])
-    return steps, [Sequence(token_ids=ids, text=text, cum_logprob=cum, score=cum)]
+    cum = sum(p.logprob for p in positions)
+    return steps, [Sequence(token_ids=ids, text="".join(p.text for p in positions), cum_logprob=cum, score=cum)]
 
 
 def step_from(position: TopN, index: int, config: DecodeConfig, top_n: int, names: TokenIds,
@@ -143,7 +161,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
     running_scores = torch.full((B,), NEG)
     running_scores[0] = 0.0                   # only beam 0 expands at the first step
     done_scores, done_flags, done = torch.full((B,), NEG), torch.zeros(B, dtype=torch.bool), [None] * B
-    can_improve, steps = True, []
+    can_improve, steps, stopped = True, [], False
     for t in range(config.max_new_tokens):
         t0 = time.perf_counter()
         table = torch.full((B, K), NEG, dtype=torch.float32)
@@ -197,13 +215,13 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
         step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
                                    chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
         steps.append(step)
-        if on_step is not None:
-            on_step(step, steps)
+        if on_step is not None and on_step(0, step) is False:
+            stopped = True
         can_improve = early_stop_heuristic(can_improve, running_scores, done_scores, done_flags, cur_len=t + 1,
                                            max_length=config.max_new_tokens, prompt_len=0,
                                            early_stopping=config.early_stopping,
                                            length_penalty=config.length_penalty)
-        if not has_unfinished_sequences(can_improve, done_flags, hits, config.early_stopping):
+        if stopped or not has_unfinished_sequences(can_improve, done_flags, hits, config.early_stopping):
             break
     sequences = []
     for slot in range(config.num_return_sequences):

@@ -47,7 +47,11 @@ class _Stub(http.server.BaseHTTPRequestHandler):
             return
         if self.path.startswith("/v1/completions"):
             completion = self.server.completion
-            self._json(completion(payload) if callable(completion) else completion)
+            answer = completion(payload) if callable(completion) else completion
+            if payload.get("stream"):      # the whole answer as one server-sent event
+                self._events([answer])
+            else:
+                self._json(answer)
         elif self.path == "/tokenize" and self.server.tokenize is not None:
             self._json({"tokens": self.server.tokenize(payload["prompt"])})
         else:
@@ -57,6 +61,14 @@ class _Stub(http.server.BaseHTTPRequestHandler):
         body = json.dumps(value).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _events(self, chunks):
+        body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

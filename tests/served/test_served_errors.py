@@ -93,3 +93,14 @@ def test_soft_decoding_is_refused_on_a_server(stub_server):
     url = stub_server({})
     with pytest.raises(ServedError, match="soft decoding feeds a vector back"):
         served_decode(Server.connect(url), "Hi", DecodeConfig(strategy="soft"))
+
+
+def test_a_stream_cut_short_is_said_not_passed_off_as_the_whole_answer(stub_server):
+    from engine.config import DecodeConfig
+    from engine.served_decode import served_decode
+
+    cut = {"choices": [{"text": " a", "finish_reason": None, "logprobs": {
+        "tokens": [" a"], "text_offset": [2], "token_logprobs": [-0.5], "top_logprobs": [{" a": -0.5}]}}]}
+    url = stub_server(cut)
+    with pytest.raises(ServedError, match="ended the answer after 1 tokens without a reason"):
+        served_decode(Server.connect(url), "Hi", DecodeConfig(max_new_tokens=5))

@@ -118,3 +118,17 @@ def test_cli_names_a_model_the_server_lacks(llama_server, capsys):
     code = main(["decode", "--server", llama_server, "--model", "gpt-9", "--prompt", PROMPT])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "has no model named 'gpt-9'" in err[0]
+
+
+def test_stop_keeps_the_steps_streamed_so_far(server):
+    seen = []
+
+    def on_step(lane, step):
+        seen.append(step.chosen_texts[0])
+        return len(seen) < 3                  # stop after the third token
+
+    trace = served_decode(server, PROMPT, DecodeConfig(max_new_tokens=20), on_step=on_step)
+    full = served_decode(server, PROMPT, DecodeConfig(max_new_tokens=20))
+    assert len(trace.steps) == 3 and seen == [s.chosen_texts[0] for s in trace.steps]
+    assert [s.chosen_ids for s in trace.steps] == [s.chosen_ids for s in full.steps[:3]]
+    assert trace.sequences[0].text == "".join(s.chosen_texts[0] for s in full.steps[:3])
