@@ -62,7 +62,7 @@ class FeedbackCost:
     hidden_size: int
     mixture_multiply_adds: int   # p^T E: vocab x hidden
     mixture_bytes_read: int      # all of E is read once per step
-    p_bytes: int                 # the float32 distribution p kept for the product
+    p_bytes: int                 # the distribution p, in the embedding's precision, kept for the product
     lookup_bytes_read: int       # one row of E
     mixture_seconds: float       # median measured time of p @ E
     lookup_seconds: float        # median measured time of E[id]
@@ -148,15 +148,16 @@ def _median_seconds(fn, repeats: int) -> float:
 
 @torch.inference_mode()
 def feedback_cost(lm: LoadedModel, repeats: int = 30, seed: int = 0) -> FeedbackCost:
-    """Counted and measured cost of feeding back p^T E instead of looking up one row of E."""
-    E = lm.embeddings.detach()
+    """Counted and measured cost of feeding back p^T E instead of looking up one row of E, in the
+    precision and on the device the model runs in (a bfloat16 model reads 2 bytes per number)."""
+    E = lm.model.get_input_embeddings().weight.detach()
     vocab, hidden = E.shape
     g = torch.Generator().manual_seed(seed)
-    p = torch.softmax(torch.randn(vocab, generator=g), dim=-1).to(E.dtype)
-    token = torch.tensor([int(p.argmax())])
+    p = torch.softmax(torch.randn(vocab, generator=g), dim=-1).to(E.device, E.dtype)
+    token = torch.tensor([int(p.argmax())], device=E.device)
     mixture = _median_seconds(lambda: p @ E, repeats)
     lookup = _median_seconds(lambda: torch.nn.functional.embedding(token, E), repeats)
     size = E.element_size()
     return FeedbackCost(vocab_size=vocab, hidden_size=hidden, mixture_multiply_adds=vocab * hidden,
-                        mixture_bytes_read=vocab * hidden * size, p_bytes=vocab * 4, lookup_bytes_read=hidden * size,
+                        mixture_bytes_read=vocab * hidden * size, p_bytes=vocab * size, lookup_bytes_read=hidden * size,
                         mixture_seconds=mixture, lookup_seconds=lookup, repeats=repeats)

@@ -56,6 +56,16 @@ def test_cost_counts_by_hand(llama):
     assert cost.mixture_seconds > 0 and cost.lookup_seconds > 0
 
 
+def test_cost_counts_the_models_own_precision():
+    from tiny_models import tiny_llama
+
+    half = tiny_llama()
+    half.model.to(torch.bfloat16)
+    cost = feedback_cost(half, repeats=3)
+    V, H = half.model.config.vocab_size, half.model.config.hidden_size
+    assert cost.mixture_bytes_read == V * H * 2 and cost.p_bytes == V * 2 and cost.lookup_bytes_read == H * 2
+
+
 def test_gumbel_sweep_goes_one_hot(llama):
     taus = [5.0, 1.0, 0.1, 0.01, 0.0001]
     points = gumbel_sweep(llama, PROMPT, taus, seed=4)
