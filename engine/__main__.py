@@ -115,6 +115,9 @@ STAGE_LABELS = {"repetition_penalty": "penalty", "temperature": "temperature", "
 
 def format_stages_table(trace) -> str:
     """Like format_table, with one line per sampler stage under each step: kept tokens, top-1 and its probability."""
+    if trace.model_facts.get("served"):
+        return format_table(trace) + ("\n(a served model: its sampler ran on the server, which reports the raw "
+                                      "top-N only, so there are no stages to show)")
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages: kept, top-1 p"]
     for step in trace.steps:
         prob = step.chosen.prob if step.chosen is not None else float("nan")

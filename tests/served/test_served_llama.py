@@ -132,3 +132,9 @@ def test_stop_keeps_the_steps_streamed_so_far(server):
     assert len(trace.steps) == 3 and seen == [s.chosen_texts[0] for s in trace.steps]
     assert [s.chosen_ids for s in trace.steps] == [s.chosen_ids for s in full.steps[:3]]
     assert trace.sequences[0].text == "".join(s.chosen_texts[0] for s in full.steps[:3])
+
+
+def test_cli_stages_on_a_server_say_why_there_are_none(llama_server, capsys):
+    assert main(["decode", "--server", llama_server, "--prompt", PROMPT, "--max-new-tokens", "2", "--stages"]) == 0
+    out = capsys.readouterr().out
+    assert "its sampler ran on the server" in out and "kept" not in out
