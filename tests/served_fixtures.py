@@ -1,6 +1,7 @@
-"""A real llama.cpp server (llama-cpp-python's) serving the bundled SmolLM2 GGUF on 127.0.0.1,
-started once for the tests that need it and stopped after them; and small stand-in servers
-that misbehave on purpose (silent, no logprobs), for the error lines."""
+"""Fixtures for every test that talks to a server (tests/served, tests/ui, tests/browser; tests/conftest.py
+imports them): a real llama.cpp server (llama-cpp-python's) serving the bundled SmolLM2 GGUF on 127.0.0.1,
+started once for the tests that need it and stopped after them; and small stand-in servers that
+misbehave on purpose (silent, no logprobs) and count the requests that reached them."""
 from __future__ import annotations
 
 import http.server
@@ -63,12 +64,15 @@ def llama_server():
 
 
 class _Stub(http.server.BaseHTTPRequestHandler):
-    """Answers /v1/models with one model, and /v1/completions as `self.server.completion` says."""
+    """Answers /v1/models with one model, and /v1/completions as `self.server.completion` says.
+    Every request's method and path is appended to `self.server.requests`."""
 
     def do_GET(self):
+        self.server.requests.append(("GET", self.path))
         self._json({"object": "list", "data": [{"id": "stub-model", "object": "model", "owned_by": "me"}]})
 
     def do_POST(self):
+        self.server.requests.append(("POST", self.path))
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if self.server.completion == "silent":
             time.sleep(self.server.silence_s)
@@ -93,16 +97,31 @@ class _Stub(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def stub_server():
     """stub_server(completion) -> base URL of a server that lists 'stub-model' and answers every completion
-    with `completion` (a dict), or, for "silent", with nothing for a few seconds."""
+    with `completion` (a dict), or, for "silent", with nothing for a few seconds.
+    stub_server.requests(url) lists the (method, path) of every request that reached it;
+    stub_server.stop(url) shuts it down (later requests find nothing listening)."""
     servers = []
+    by_url = {}
 
     def start(completion, silence_s: float = 5.0):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
         server.completion, server.silence_s, server.daemon_threads = completion, silence_s, True
+        server.requests = []
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        by_url[url] = server
+        return url
 
+    def stop(url):
+        server = by_url[url]
+        if server in servers:
+            servers.remove(server)
+            server.shutdown()
+            server.server_close()
+
+    start.requests = lambda url: list(by_url[url].requests)
+    start.stop = stop
     yield start
     for server in servers:
         server.shutdown()
