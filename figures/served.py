@@ -24,12 +24,13 @@ def other_mass(step) -> float:
     return max(0.0, 1.0 - sum(c.prob for c in step.candidates))
 
 
-def badge_text(trace, step, template: str = BADGE, **extra) -> str | None:
-    """The badge for one step of a served trace (plain text), or None for a local trace."""
+def badge_text(trace, record, template: str = BADGE, **extra) -> str | None:
+    """The badge for one step (`record`, a Step) of a served trace (plain text), or None for a local trace.
+    `extra` fills a template's other places."""
     served = served_facts(trace)
     if served is None:
         return None
-    other = other_mass(step) if step is not None else None
+    other = other_mass(record) if record is not None else None
     return template.format(n=served.get("top_n", "?"), kind=str(served.get("server", "?")),
                            url=str(served.get("url", "?")), other="?" if other is None else f"{other:.1%}",
                            **extra)

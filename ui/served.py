@@ -45,11 +45,11 @@ def served_trace(name: str, server: Server, prompt: str, config: DecodeConfig) -
     return trace
 
 
-def served_badge(trace, step, box=None, **extra) -> str | None:
+def served_badge(trace, record, box=None, **extra) -> str | None:
     """The badge of a figure drawn from a served trace, shown above it (literal text); None, and nothing
     shown, for a local trace. `extra` fills a template's other places (the beam page's step)."""
     template = t("served.badge_beam") if "step" in extra else t("served.badge")
-    text = badge_text(trace, step, template, **extra)
+    text = badge_text(trace, record, template, **extra)
     if text is not None:
         (box or st).info(for_markdown(text), icon="📡")
     return text
