@@ -57,7 +57,7 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
                 customdata=[c.token_id for c in cands], offsetgroup="raw" if other is not None else None)
     fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"], marker_color=shaped_colours,
                 marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
-                customdata=[c.token_id for c in cands])
+                customdata=[c.token_id for c in cands], offsetgroup="shaped" if other is not None else None)
     # legend entry for the grey "cut" colour
     if any(not c.kept for c in cands):
         fig.add_bar(x=[None], y=[None], name=words["cut"], marker_color=CUT, showlegend=True, hoverinfo="skip")
