@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError, Trace
-from engine.served import Server
+from engine.served import Server, ServedError
 from engine.served_decode import served_decode
 from figures.labels import for_markdown
 from figures.served import badge_text, served_facts, with_badge
@@ -38,6 +38,8 @@ def served_trace(name: str, server: Server, prompt: str, config: DecodeConfig) -
         trace = served_decode(server, prompt, config, on_step=on_step)
     except DecodeScopeError as exc:          # ServedError (down, timeout, refused) and bad settings alike
         box.empty()
+        if isinstance(exc, ServedError):
+            exc = DecodeScopeError(t("served.decode_failed", error=str(exc)))
         keep_or_stop(exc, name in S)
         return S[name]
     box.empty()

@@ -136,7 +136,7 @@ def test_a_server_that_goes_down_gives_one_line_and_the_trace_stays(stub_server,
     at.sidebar.text_area(key="prompt").set_value("The capital of Italy is").run()
     assert not at.exception, at.exception
     message = errors(at)
-    assert message == [f"server at {url} is not running (connection refused)"], message
+    assert message == [f"The server could not decode: server at {url} is not running (connection refused)"], message
     assert at.session_state["sbs_served"] is trace
     assert charts(at)[0]["data"] == before[0]["data"]                   # the chart from before, unchanged
 
