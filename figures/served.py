@@ -7,6 +7,7 @@ The badge goes onto the figure itself, so it travels with an exported HTML file 
 from __future__ import annotations
 
 import html
+import textwrap
 
 BADGE = ("top-{n} from {kind} at {url}: the listed tokens are exact, "
          "the other {other} is shown as 'other'")
@@ -36,11 +37,17 @@ def badge_text(trace, record, template: str = BADGE, **extra) -> str | None:
                            **extra)
 
 
+LINE_CHARS = 110      # a subtitle line that fits a chart on a laptop screen
+
+
 def with_badge(fig, text: str | None):
-    """The figure with `text` as a subtitle under its title (room made above the plot); unchanged for None."""
+    """The figure with `text` as a subtitle under its title, in lines of at most LINE_CHARS (room made
+    above the plot); unchanged for None."""
     if not text:
         return fig
+    lines = textwrap.wrap(text, LINE_CHARS, break_long_words=False, break_on_hyphens=False) or [text]
+    shown = "<br>".join(html.escape(line, quote=False).replace("%{", "%&#123;") for line in lines)
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 80
-    fig.update_layout(title=dict(subtitle=dict(text=html.escape(text, quote=False).replace("%{", "%&#123;"), font=dict(size=12, color="#b45309"))),
-                      margin=dict(t=top + 24))
+    fig.update_layout(title=dict(subtitle=dict(text=shown, font=dict(size=12, color="#b45309"))),
+                      margin=dict(t=top + 18 * len(lines) + 6))
     return fig

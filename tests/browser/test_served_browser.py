@@ -34,3 +34,16 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     assert any("the listed tokens are exact" in t for t in labels), labels     # the badge on the figure itself
     assert page.get_by_text("no sampler stages, no logit lens, no KV cache view, no expected embedding").first.is_visible()
     screenshot(page, "served_step_by_step")
+
+
+def test_the_beam_tree_on_a_served_model_carries_the_badge(page, server, llama_server):
+    open_page(page, server, "beam_tree", f"server={quote(llama_server, safe='')}&max_new_tokens=3&num_beams=2")
+    assert page.locator(".js-plotly-plot").count() == 0
+    click_key(page, "served_connect")
+    assert_no_exception(page, server)
+    badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="top-4 from llama-cpp-python")
+    assert badge.count() == 1
+    assert "the tree shows only listed tokens" in badge.inner_text()
+    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    assert any("top-4 from llama-cpp-python" in t for t in labels), labels
+    screenshot(page, "served_beam_tree")
