@@ -270,3 +270,23 @@ def test_the_beam_tree_on_llama_cpp_carries_the_badge(llama_server, no_local_loa
     assert charts(at)[0]["layout"]["title"]["subtitle"]["text"].replace("<br>", " ") == badge
     assert SERVED["cannot"] in infos(at)
     assert not errors(at)
+
+
+def test_a_saved_served_trace_opens_with_its_badge_and_contacts_nobody(stub_server, no_local_loads):
+    from engine.config import DecodeConfig
+    from engine.served import Server
+    from engine.served_decode import served_decode
+
+    url = stub_server(COMPLETION)
+    trace = served_decode(Server.connect(url), PROMPT, DecodeConfig(max_new_tokens=2, top_n=3))
+    stub_server.stop(url)                                          # the file names it; nothing may call it
+    listener = stub_server(COMPLETION)
+    at = app("step_by_step", params={"server": listener})
+    at.file_uploader(key="sbs_upload").set_value(("served.json", trace.to_json().encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    other = 1.0 - (0.6065306597126334 + 0.22313016014842982 + 0.0820849986238988)   # e^-0.5 + e^-1.5 + e^-2.5
+    assert _other_bar(charts(at)[0])["y"][0] == pytest.approx(other, abs=1e-12)
+    badge = (f"top-3 from llama-cpp-python at {url}: the listed tokens are exact, "
+             f"the other {other:.1%} is shown as 'other'")
+    assert badge in infos(at), infos(at)
+    assert stub_server.requests(listener) == []
