@@ -47,3 +47,14 @@ def test_the_beam_tree_on_a_served_model_carries_the_badge(page, server, llama_s
     labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
     assert any("top-4 from llama-cpp-python" in t for t in labels), labels
     screenshot(page, "served_beam_tree")
+
+
+def test_the_served_texts_read_in_chinese(page, server, llama_server):
+    open_page(page, server, "step_by_step", f"lang=zh&server={quote(llama_server, safe='')}&max_new_tokens=2&top_n=5")
+    click_key(page, "served_connect")
+    assert_no_exception(page, server)
+    badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="列出的 token 是精确的")
+    assert badge.count() == 1
+    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    assert "其他（未列出）" in labels, labels
+    screenshot(page, "served_step_by_step_zh")
