@@ -113,14 +113,16 @@ def test_a_link_with_a_server_fills_the_box_but_sends_nothing_until_connect(stub
 
 def test_an_address_that_looks_like_markdown_stays_text(stub_server, no_local_loads):
     url = stub_server(COMPLETION)
-    at = app("step_by_step", params={"server": "[click](http://evil.example) " + url})
+    address = url + "/![x](http://evil.example/p.png)"               # a path the stub answers like any other
+    at = app("step_by_step", params={"server": address})
     at.sidebar.button(key="served_connect").click().run()
     assert not at.exception, at.exception
-    message = errors(at)
-    assert len(message) == 1 and "spaces or control characters" in message[0], message
-    raw = at.error[0].value
-    assert "](http" not in raw.replace("\\", "") or "\\[" in raw       # the brackets are escaped, not a link
-    assert stub_server.requests(url) == []
+    assert stub_server.requests(url)[0] == ("GET", "/![x](http://evil.example/p.png)/v1/models")
+    connected = [c.value for c in at.sidebar.caption if "Connected" in c.value]
+    assert len(connected) == 1
+    assert unescaped(connected[0]) == f"Connected: stub-model on llama-cpp-python at {address}"
+    assert "\\!\\[x\\]\\(" in connected[0]                          # every Markdown character escaped
+    assert "http" + WORD_JOINER + "\\://evil" in connected[0]          # and no bare address left to link
 
 
 # ---- errors are one line; what was on screen stays ---------------------------------------------------
