@@ -292,3 +292,17 @@ def test_a_saved_served_trace_opens_with_its_badge_and_contacts_nobody(stub_serv
              f"the other {other:.1%} is shown as 'other'")
     assert badge in infos(at), infos(at)
     assert stub_server.requests(listener) == []
+
+
+@pytest.mark.parametrize("strategy", ["sample", "beam"])
+def test_sampling_and_beam_on_the_step_page_show_a_served_trace(stub_server, no_local_loads, strategy):
+    url = stub_server(COMPLETION)
+    at = connect(app("step_by_step", params={"server": url, "strategy": strategy, "num_beams": 2}), url)
+    trace = at.session_state["sbs_served"]
+    assert trace.config.strategy == strategy and trace.steps
+    step = trace.steps[0]
+    other = 1.0 - sum(c.prob for c in step.candidates)
+    assert _other_bar(charts(at)[0])["y"][0] == pytest.approx(other)
+    assert any(i.startswith(f"top-{trace.model_facts['served']['top_n']} from llama-cpp-python at {url}")
+               for i in infos(at)), infos(at)
+    assert not errors(at)
