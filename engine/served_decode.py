@@ -72,6 +72,8 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
         steps, sequences = _one_sequence(server, prompt, config, top_n, names, on_step)
         nodes = []
     total = time.perf_counter() - t0
+    if config.strategy == "beam":           # each beam step lists the top 2 x num_beams
+        top_n = 2 * config.num_beams
     facts = server.facts(top_n)
     facts["served"]["text_ids_from"] = TEXT_IDS_FROM
     return Trace(model=server.model, prompt=prompt, prompt_token_ids=prompt_ids, config=config.replace(top_n=top_n),

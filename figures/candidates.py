@@ -21,18 +21,24 @@ CUT = "rgba(150,150,150,0.45)"
 CHOSEN = "#e45756"     # red outline
 CUMULATIVE = "#54a24b"  # green line
 THRESHOLD = "#b279a2"
+OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
 
 
-def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None) -> go.Figure:
+def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None,
+                      other: float | None = None) -> go.Figure:
     """Bar chart of `step.candidates` (a Step record). `config` (DecodeConfig) adds the top-p line.
 
-    texts: optional translated labels: raw, shaped, cut, cumulative, threshold, chosen, x, y, y2, title.
+    texts: optional translated labels: raw, shaped, cut, cumulative, threshold, chosen, x, y, y2, title,
+    other, other_hover.
+    other: the probability the listed candidates leave out (a served model's top-N view): one more
+    bar, after the listed ones, that names no token; the cumulative line then ends at 1.
     """
     words = {"raw": "raw probability", "shaped": "after the strategy", "cut": "cut by truncation",
              "cumulative": "cumulative raw probability", "threshold": "top-p = {p}", "chosen": "chosen",
              "x": "candidate token (by raw rank)", "y": "probability", "y2": "cumulative probability",
              "title": "Step {step}: top {n} candidates",
-             "title_chosen": "Step {step}: top {n} candidates + the chosen (rank {rank})"}
+             "title_chosen": "Step {step}: top {n} candidates + the chosen (rank {rank})",
+             "other": "other (not listed)", "other_hover": "every token the server did not list: p = {p}"}
     words.update(texts or {})
     cands = sorted(step.candidates, key=lambda c: c.rank)
     chosen_ids = set(step.chosen_ids[:1])
@@ -48,10 +54,10 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     fig = go.Figure()
     fig.add_bar(x=x, y=[c.prob for c in cands], name=words["raw"], marker_color=raw_colours,
                 marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
-                customdata=[c.token_id for c in cands])
+                customdata=[c.token_id for c in cands], offsetgroup="raw" if other is not None else None)
     fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"], marker_color=shaped_colours,
                 marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
-                customdata=[c.token_id for c in cands])
+                customdata=[c.token_id for c in cands], offsetgroup="shaped" if other is not None else None)
     # legend entry for the grey "cut" colour
     if any(not c.kept for c in cands):
         fig.add_bar(x=[None], y=[None], name=words["cut"], marker_color=CUT, showlegend=True, hoverinfo="skip")
@@ -59,10 +65,21 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     for c in cands:
         total += c.prob
         cumulative.append(min(total, 1.0))
+    line_x = list(x)
+    if other is not None:
+        at = len(cands)
+        fig.add_bar(x=[at], y=[other], name=words["other"], marker_color=OTHER, marker_pattern_shape="/",
+                    marker_pattern_fgcolor="rgba(80,80,80,0.8)",
+                    hovertext=[words["other_hover"].format(p=f"{other:.4f}")], hoverinfo="text",
+                    customdata=[None], offsetgroup="raw", showlegend=True)
+        ticks = ticks + [words["other"]]
+        x = x + [at]
+        line_x.append(at)
+        cumulative.append(min(total + other, 1.0))
     label = words["cumulative"]
     if config is not None and config.strategy in WARPED_STRATEGIES and config.temperature != 1.0:
         label += words.get("after_temperature", " (top-p acts after temperature)")
-    fig.add_scatter(x=x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
+    fig.add_scatter(x=line_x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
         # named on the line itself, not in the legend: a fifth legend entry wraps into the title

@@ -10,8 +10,9 @@ from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode
-from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
-                        shared_sidebar, sync_url, url_number, url_value)
+from ui.served import served_badge, served_limits, served_trace, with_badge
+from ui.session import (LIGHT_NEW_TOKENS, connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+                        served_selected, shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
 S = st.session_state
@@ -24,14 +25,16 @@ copy_link_control()
 with row["upload"]:
     uploaded = trace_upload("beam_upload")
 
-# ---- the search: an uploaded trace, or a search on the shared model -------------------------
+# ---- the search: an uploaded trace, a search on a server, or a search on the shared model ---------
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     if not uploaded.nodes:
         st.error(t("beam.upload_no_tree", strategy=uploaded.config.strategy))
         st.stop()
     trace = uploaded
+    viewing = True
 else:
+    viewing = False
     if "beam_search_lp" not in S:
         S["beam_search_lp"] = url_number("length_penalty", 1.0, -2.0, 3.0)
     cols = row["settings"].columns(3)
@@ -40,6 +43,29 @@ else:
     early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
                            value=url_value("early_stopping", False, bool), help=t("beam.early_stopping_help"))
     cols[2].metric(t("beam.search_lp"), f"{S['beam_search_lp']:g}", help=t("beam.search_lp_help"))
+    if served_selected():         # the search runs on the server, driven from here one step at a time
+        server = connected_server()
+        if server is None:
+            st.info(t("served.connect_first"))
+            st.stop()
+        values = {"strategy": "beam", "num_beams": beams, "length_penalty": S["beam_search_lp"]}
+        try:
+            config = make_config(settings, values, early_stopping=early, chat=False).validate()
+        except DecodeScopeError as exc:
+            keep_or_stop(exc, "beam_served" in S)
+            trace = S["beam_served"]
+        else:
+            trace = served_trace("beam_served", server, settings.prompt, config)
+        model_facts_panel(trace.model_facts)
+        if settings.chat:
+            st.caption(t("served.no_chat"))
+        served_limits()
+        sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
+        if S.get("beam_served_shown") != id(trace):     # a new search opens at its last step
+            S.pop("beam_upto", None)
+            S["beam_served_shown"] = id(trace)
+        viewing = True
+if not viewing:                    # a search on the shared model
     lm = get_lm(settings.model)
     if lm is None:
         st.stop()
@@ -111,6 +137,7 @@ def tree_panel():
         "step": t("beam.fig_step"), "logprob": t("beam.fig_logprob"), "cum": t("beam.fig_cum"),
         "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"),
         "status": t("beam.fig_status")})
+    with_badge(fig, served_badge(trace, trace.steps[upto - 1] if trace.steps else None, step=upto))
     (slot or st).plotly_chart(sized(fig), key="beam_chart", width="stretch")
     st.caption(t("beam.legend_note"))
 

@@ -12,7 +12,7 @@ from ui.i18n import t
 from ui.present import sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
-                        shared_sidebar, sync_url, url_number, url_value)
+                        needs_weights, shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
@@ -38,6 +38,7 @@ st.title(t("compare.title"))
 row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
+needs_weights()
 with row["upload"]:
     uploaded = trace_upload("cmp_upload")
 

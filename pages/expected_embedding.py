@@ -11,7 +11,7 @@ from figures.embedding import lane_lines, neighbour_bars, projection_scatter, ta
 from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
 from ui.present import scroll_to_section, sized, stage, stage_row
-from ui.session import cached, get_lm, shared_sidebar, sync_url, url_number, url_value
+from ui.session import cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
@@ -19,6 +19,7 @@ st.title(t("embedding.title"))
 row = stage_row(t("embedding.intro"), settings=t("present.settings"))
 slot = stage()
 settings = shared_sidebar()
+needs_weights()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()

@@ -11,7 +11,7 @@ import streamlit as st
 
 from ui.i18n import language, t
 from ui.present import presenting
-from ui.session import DEFAULT_PROMPT, demo_language_settings, shared_sidebar
+from ui.session import DEFAULT_PROMPT, demo_language_settings, served_selected, shared_sidebar
 
 S = st.session_state
 PAGES = Path(__file__).resolve().parent
@@ -193,6 +193,8 @@ st.markdown(t("interview.short"))
 answer, cards, spoken, papers = st.tabs([t("interview.tab_answer"), t("interview.tab_cards"),
                                           t("interview.tab_spoken"), t("interview.tab_papers")])
 with answer:
+    if served_selected():          # the demos decode on the model's weights
+        st.info(t("served.demos_need_weights"))
     for part in DEMOS:
         st.markdown(f"#### {t(f'interview.part_{part}_title')}")
         st.markdown(t(f"interview.part_{part}_body"))

@@ -9,13 +9,14 @@ from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
-from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number, url_value
+from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
 
 
 st.title(t("kv.title"))
 row = stage_row(t("kv.intro"), settings=t("present.settings"))
 slot = stage()
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
+needs_weights()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()

@@ -6,12 +6,15 @@ from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
 from figures.candidates import candidates_figure
+from figures.served import other_mass
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.pipeline import render_escape, render_lens, render_stages
 from ui.present import shortcut, sized, stage_row
-from ui.session import copy_link_control, get_lm, keep_or_stop, model_facts_panel, shared_sidebar, show_error
+from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
+from ui.session import (connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel, served_selected,
+                        shared_sidebar, show_error)
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -28,7 +31,8 @@ copy_link_control()
 with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
-# ---- the stepper: a recorded trace, or a live decode on the shared model ---------------
+# ---- the stepper: a recorded trace, a decode on a server, or a live decode on the shared model -------
+recorded = uploaded                       # a trace only viewed: no branching, no Play, no decode from here
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     viewer_key = hash(uploaded.to_json())
@@ -36,6 +40,30 @@ if uploaded is not None:
         S["sbs_viewer"], S["sbs_viewer_key"] = Stepper.viewing(uploaded), viewer_key
     stepper = S["sbs_viewer"]
     st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
+elif served_selected():                   # the server decodes the whole run; the page shows what it reported
+    values = strategy_controls(("greedy", "sample", "beam"), container=row["settings"])
+    server = connected_server()
+    if server is None:
+        st.info(t("served.connect_first"))
+        st.stop()
+    if settings.chat:
+        st.caption(t("served.no_chat"))
+    try:
+        config = make_config(settings, values, chat=False).validate()
+    except DecodeScopeError as exc:        # keep the served decode already on screen, if there is one
+        keep_or_stop(exc, "sbs_served" in S)
+        recorded = S["sbs_served"]
+    else:
+        recorded = served_trace("sbs_served", server, settings.prompt, config)
+    model_facts_panel(recorded.model_facts)
+    if not recorded.steps:
+        st.info(t("served.no_steps"))
+        st.stop()
+    if S.get("sbs_viewer_key") != ("served", id(recorded)):
+        S["sbs_viewer"], S["sbs_viewer_key"] = Stepper.viewing(recorded), ("served", id(recorded))
+    stepper = S["sbs_viewer"]
+    st.info(t("served.viewing", steps=len(recorded.steps), strategy=recorded.config.strategy))
+    served_limits()
 else:
     values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"])
     lm = get_lm(settings.model)
@@ -102,7 +130,7 @@ def _decode_with(better, step_index):
 
 
 # ---- the stepper: buttons, chart, numbers, text. Next, Back, branch and Play rerun only this part -------
-playing = S.get("sbs_playing", False) and uploaded is None
+playing = S.get("sbs_playing", False) and recorded is None
 S.pop("sbs_whole_page", None)             # this run is the whole page
 
 
@@ -110,7 +138,7 @@ S.pop("sbs_whole_page", None)             # this run is the whole page
 def stepper_panel():
     if S.pop("sbs_whole_page", False):
         st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
-    playing = S.get("sbs_playing", False) and uploaded is None
+    playing = S.get("sbs_playing", False) and recorded is None
     if playing:                           # a tick of Play's timer: one step, at Play's pace
         time.sleep(max(0.0, S.get("sbs_last_tick", 0.0) + PLAY_STEP_SECONDS - time.monotonic()))
         S["sbs_last_tick"] = time.monotonic()
@@ -122,7 +150,7 @@ def stepper_panel():
 
     cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
-                   help=t("step.reset_help"), disabled=uploaded is not None, shortcut=shortcut("first"))
+                   help=t("step.reset_help"), disabled=recorded is not None, shortcut=shortcut("first"))
     cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
                    disabled=stepper.cursor == 0, shortcut=shortcut("back"))
     cols[2].button(t("step.next"), key="sbs_next", icon="▶", on_click=_do, args=("next",), width="stretch",
@@ -149,8 +177,11 @@ def stepper_panel():
         "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
         "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
         "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
-        "title_chosen": t("step.fig_title_chosen")})
+        "title_chosen": t("step.fig_title_chosen"), "other": t("served.fig_other"),
+        "other_hover": t("served.fig_other_hover")},
+        other=other_mass(step) if served_facts(recorded) else None)
     with chart_col:
+        with_badge(fig, served_badge(recorded, step))
         event = st.plotly_chart(sized(fig), key="sbs_chart", on_select="rerun",
                                 selection_mode="points", width="stretch")
         st.caption(step_caption(step, config, forced_here))
@@ -162,7 +193,8 @@ def stepper_panel():
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
         st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
     if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
-        render_stages(step, config, key="sbs_stages", uploaded=uploaded is not None)
+        render_stages(step, config, key="sbs_stages", uploaded=recorded is not None,
+                      served=served_facts(recorded) is not None)
 
     # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
     if stepper.can_branch:
@@ -199,7 +231,7 @@ def stepper_panel():
                 if len(stepper.branches) == before and picked == step.chosen_ids[0]:
                     st.info(t("step.branch_same"))
                 _rerun_panel()
-    elif uploaded is None:
+    elif recorded is None:
         st.caption(t("step.branch_beam"))
 
     # ---- branches and the text --------------------------------------------------------------
@@ -240,7 +272,7 @@ def stepper_panel():
     if jump is not None and jump != stepper.cursor:
         stepper.go(int(jump))
         _rerun_panel()
-    render_escape(trace, key="sbs_escape", can_decode=uploaded is None, on_decode=_decode_with, lm=stepper.lm)
+    render_escape(trace, key="sbs_escape", can_decode=recorded is None, on_decode=_decode_with, lm=stepper.lm)
 
     st.divider()
     export_bar(trace, fig, "step-by-step", key="sbs_export")

@@ -14,8 +14,8 @@ from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
-from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, get_lm, shared_sidebar, sync_url, url_number,
-                        url_value)
+from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url,
+                        url_number, url_value)
 
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
@@ -24,6 +24,7 @@ st.title(t("teacher.title"))
 row = stage_row(t("teacher.intro"), settings=t("present.settings"))
 slot = stage()
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
+needs_weights()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()

@@ -1,8 +1,9 @@
-"""Shared fixtures: tiny random models (see tiny_models.py) and the bundled model."""
+"""Shared fixtures: tiny random models (see tiny_models.py), the bundled model, and servers (served_fixtures.py)."""
 from __future__ import annotations
 
 import pytest
 
+from served_fixtures import llama_server, stub_server  # noqa: F401  (tests/served, tests/ui, tests/browser)
 from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: F401
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from engine.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
 from figures.lens import lens_figure
+from figures.served import badge_text, served_facts, with_badge
 from figures.stages import stage_label, stages_figure
 from ui.i18n import t
 from ui.present import sized
@@ -43,10 +44,13 @@ def _no_stages_reason(config, uploaded: bool) -> str:
     return t("pipeline.stages_none_old") if uploaded and shaping else t("pipeline.stages_none_settings")
 
 
-def render_stages(step, config, key: str, uploaded: bool = False) -> None:
-    """The current step, stage by stage, in transformers' order."""
+def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False) -> None:
+    """The current step, stage by stage, in transformers' order (a served model's step has none)."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         st.caption(t("pipeline.stages_order"))
+        if served:
+            st.info(t("served.cannot"))
+            return
         if not step.stages:
             st.info(_no_stages_reason(config, uploaded))
             return
@@ -67,7 +71,7 @@ def render_lens(lm, trace, cursor: int, key: str) -> None:
     with st.expander(t("pipeline.lens_title"), icon="🔭"):
         st.caption(t("pipeline.lens_intro"))
         if lm is None:
-            st.info(t("pipeline.lens_needs_model"))
+            st.info(t("served.cannot") if served_facts(trace) else t("pipeline.lens_needs_model"))
             return
         if not st.toggle(t("pipeline.lens_toggle"), key=f"{key}_on", help=t("pipeline.lens_toggle_help")):
             return
@@ -119,7 +123,11 @@ def render_escape(trace, key: str, can_decode: bool, on_decode=None, lm=None) ->
         elif grid.recorded_mass < 0.999:
             st.caption(t("pipeline.escape_tail", share=f"{grid.recorded_mass:.1%}"))
         words = _words("escape_fig_", ("x", "y", "z", "none", "top_p", "min_p", "best", "run", "title", "hover"))
-        st.plotly_chart(sized(escape_figure(grid, trace.config, texts=words)), key=f"{key}_fig", width="stretch")
+        badge = badge_text(trace, trace.steps[grid.step], t("served.badge"))
+        if badge is not None:
+            st.info(for_markdown(badge), icon="📡")
+        fig = with_badge(escape_figure(grid, trace.config, texts=words), badge)
+        st.plotly_chart(sized(fig), key=f"{key}_fig", width="stretch")
         row, column = grid.best()
         better = grid.config_for(trace.config, row, column)
         kind, value = grid.columns[column]

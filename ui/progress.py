@@ -128,6 +128,27 @@ def watched_lanes(name: str, lm: LoadedModel, prompt: str, configs: list, labels
                     [c.max_new_tokens for c in configs], True, run)
 
 
+def watched_served(name: str, server, prompt: str, config: DecodeConfig, label: str) -> Trace:
+    """A decode on a served model (engine.served_decode) with the same progress and Stop: the tokens stream
+    in, and Stop keeps the steps received so far (the connection is closed; the server stops too)."""
+    from engine.served_decode import served_decode
+
+    def run(on_step):
+        stopped = []
+
+        def relay(lane, step):
+            going = on_step(lane, step)
+            if going is False:
+                stopped.append(True)
+            return going
+
+        trace = served_decode(server, prompt, config, on_step=relay)
+        return [trace], not stopped
+
+    keys = ("served", server.url, server.model, prompt, config)
+    return _watched(name, (keys,), [label], [config.max_new_tokens], True, run)[0]
+
+
 def stopped_note(name: str) -> None:
     """Under a result that Stop cut short: say so, and offer to decode the rest."""
     if S.get(f"_held_{name}") is None:

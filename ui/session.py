@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
 from engine.model import BUNDLED, DTYPES, bundled_named
+from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
@@ -29,15 +30,31 @@ def _models() -> dict:
     return {}
 
 
+SERVED = "served"      # the model choice, and the DECODESCOPE_MODELS word, for a model on a server
+
+
+def _pinned() -> list | None:
+    raw = os.environ.get("DECODESCOPE_MODELS", "").strip()
+    return [n.strip() for n in raw.split(",") if n.strip()] if raw else None
+
+
 def offered_models() -> tuple | None:
     """The models this server offers, from DECODESCOPE_MODELS (comma-separated; `bundled` is the
-    bundled model), or None when any name may be loaded. A shared deployment pins its models so
-    that nobody, and no uploaded file, makes the server fetch or load another."""
-    raw = os.environ.get("DECODESCOPE_MODELS", "").strip()
-    if not raw:
+    bundled model, `served` allows models on a vLLM or llama.cpp server), or None when any name may
+    be loaded. A shared deployment pins its models so that nobody, and no uploaded file, makes the
+    server fetch or load another. A setting that names only `served` offers no local model: ()."""
+    pinned = _pinned()
+    if pinned is None:
         return None
-    names = [_bundled_or(n.strip()) for n in raw.split(",") if n.strip()]
-    return tuple(dict.fromkeys(names)) or None
+    names = [_bundled_or(n) for n in pinned if n.lower() != SERVED]
+    return tuple(dict.fromkeys(names))
+
+
+def offers_served() -> bool:
+    """Whether users may connect to a model on a server of their choice: always when DECODESCOPE_MODELS
+    is unset, else only when it names `served` (a pinned deployment makes no requests it did not name)."""
+    pinned = _pinned()
+    return pinned is None or SERVED in (n.lower() for n in pinned)
 
 
 def _bundled_or(name: str) -> str:
@@ -235,13 +252,17 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     return settings
 
 
-MODEL_CHOICES = (*BUNDLED, "other")      # the bundled models by their short names, then any other
+MODEL_CHOICES = (*BUNDLED, "other", SERVED)   # the bundled models by their short names, any other, a server's
 
 
 def _choose_model() -> None:
-    """The choice box's callback: a bundled model fills the Model box; "another" empties it for typing."""
+    """The choice box's callback: a bundled model fills the Model box; "another" empties it for typing;
+    a served model leaves the Model box as it is (it is hidden while a server is chosen)."""
     choice = st.session_state["model_choice"]
     st.session_state["_model_other"] = choice == "other"
+    st.session_state["_model_served"] = choice == SERVED
+    if choice == SERVED:
+        return
     if choice != "other":
         st.session_state["model"] = choice
     elif bundled_named(st.session_state.get("model", "")) is not None:
@@ -249,6 +270,11 @@ def _choose_model() -> None:
 
 
 def _choice_of(model: str) -> str:
+    served = st.session_state.get("_model_served")
+    if served is None:                # a new session: a link's `server` chooses a served model (not connected)
+        served = st.session_state["_model_served"] = bool(st.query_params.get("server"))
+    if served and offers_served():
+        return SERVED
     bundled = bundled_named(model)
     if st.session_state.get("_model_other") and not (model or "").strip():
         return "other"
@@ -256,13 +282,22 @@ def _choice_of(model: str) -> str:
 
 
 def model_controls() -> str:
-    """The model choice (each bundled model named for what it is, or another), the Model box, and the
-    device and precision it runs in. Returns what the Model box holds."""
+    """The model choice (each bundled model named for what it is, another, or a served model), the Model
+    box, and the device and precision it runs in; or, for a served model, the server's address and a
+    Connect button. Returns what the Model box holds."""
     model_now = url_value("model", "")
+    choices = MODEL_CHOICES if offers_served() else tuple(c for c in MODEL_CHOICES if c != SERVED)
     st.session_state["model_choice"] = _choice_of(model_now)
-    labels = {c: t(f"common.model_choice_{c.replace('-', '_')}") for c in MODEL_CHOICES}   # in this run's language
-    st.selectbox(t("common.model_choice"), MODEL_CHOICES, key="model_choice", on_change=_choose_model,
+    labels = {c: t(f"common.model_choice_{c.replace('-', '_')}") for c in choices}   # in this run's language
+    st.selectbox(t("common.model_choice"), choices, key="model_choice", on_change=_choose_model,
                  format_func=labels.get)
+    if st.session_state["model_choice"] == SERVED:
+        server_controls()
+        return model_now
+    if st.query_params.get("server") and not offers_served():
+        st.caption(t("served.not_offered"))
+    for key in ("server", "served_model"):      # a copied link names a server only while one is chosen
+        st.query_params.pop(key, None)
     model = st.text_input(t("common.model"), value=model_now, key="model",
                           placeholder=DEFAULT_MODEL, help=t("common.model_help"))
     devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
@@ -273,6 +308,64 @@ def model_controls() -> str:
                              index=DTYPES.index(url_value("dtype", "auto")) if url_value("dtype", "auto") in DTYPES else 0)
     sync_url(device=device, dtype=dtype)
     return model
+
+
+CONNECT_TIMEOUT_S = 15       # the model list is a small answer; a silent address is given up on sooner
+DECODE_TIMEOUT_S = 120       # one completion of up to 1,024 tokens, or one beam step
+
+
+def server_controls() -> None:
+    """The server's address and model name (a link may fill both in) and Connect. No request leaves
+    before the user presses Connect in this session: a link's author is not the user. The address
+    is always shown as typed, never as Markdown."""
+    address = st.text_input(t("served.address"), value=url_value("server", ""), key="server",
+                            placeholder="http://127.0.0.1:8000", help=t("served.address_help"))
+    name = st.text_input(t("served.model_name"), value=url_value("served_model", ""), key="served_model",
+                         help=t("served.model_name_help"))
+    for key, value in (("server", address), ("served_model", name)):
+        if value:
+            sync_url(**{key: value})
+        else:              # an empty value is left out of the address (the URL memory skips empty ones)
+            st.query_params.pop(key, None)
+    if st.button(t("served.connect"), key="served_connect", icon="🔌", help=t("served.connect_help")):
+        try:
+            server = Server.connect(address, name.strip() or None, timeout=CONNECT_TIMEOUT_S)
+        except ServedError as exc:     # one line; the connection (and the results) from before stay
+            show_error(t("served.connect_failed", error=str(exc)))
+        else:
+            server.timeout = DECODE_TIMEOUT_S
+            st.session_state["_server"] = server
+    server = st.session_state.get("_server")
+    if server is None:
+        st.caption(t("served.not_connected"))
+        return
+    st.caption(for_markdown(t("served.connected", model=server.model, kind=server.kind, url=server.url)))
+    if not _same_address(address, server.url):
+        st.caption(t("served.address_changed"))
+
+
+def _same_address(address: str, url: str) -> bool:
+    try:
+        return check_url(address) == url
+    except ServedError:
+        return False
+
+
+def served_selected() -> bool:
+    """Whether the sidebar's model choice is a served model (connected or not)."""
+    return st.session_state.get("model_choice") == SERVED and offers_served()
+
+
+def connected_server() -> Server | None:
+    """The server this user connected to in this session, while a served model is chosen; else None."""
+    return st.session_state.get("_server") if served_selected() else None
+
+
+def needs_weights() -> None:
+    """On a page that needs the model's weights: with a served model chosen, say so in one line and stop."""
+    if served_selected():
+        st.info(t("served.needs_weights"))
+        st.stop()
 
 
 def _cuda() -> bool:
@@ -329,6 +422,13 @@ def model_facts_panel(facts) -> None:
     The facts of an uploaded trace come from the file: the name is shown as literal text, never
     as Markdown (an image there would make every viewer's browser fetch it)."""
     get = (lambda k: facts.get(k)) if isinstance(facts, dict) else (lambda k: getattr(facts, k, None))
+    served = get("served")
+    if isinstance(served, dict):         # a model on a server: what the server said, as literal text
+        with st.sidebar.expander(t("common.model_facts"), expanded=False):
+            st.markdown(t("served.facts", model=for_markdown(str(get("name") or "?")),
+                          kind=for_markdown(str(served.get("server") or "?")),
+                          url=for_markdown(str(served.get("url") or "?")), n=_count(served.get("top_n"))))
+        return
     kv = get("kv_bytes_per_token")
     with st.sidebar.expander(t("common.model_facts"), expanded=False):
         st.markdown(t("common.model_facts_body", name=for_markdown(str(get("name") or "?")),

@@ -24,6 +24,7 @@ from engine.explain import findings_of as _findings_of
 from engine.explain import replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
+from figures.served import served_facts
 from ui.i18n import t
 
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
@@ -179,7 +180,7 @@ def _p(value) -> str:
 def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix: str, lm) -> None:
     S = st.session_state
     candidates = sorted({e["step"] for e in events if e["kind"] in REPLAY_KINDS})
-    if not candidates:
+    if not candidates or served_facts(trace) is not None:      # a replay needs the model's weights
         return
     st.markdown(f"**{t('explain.replay_title')}**")
     loop = found["loop"]

@@ -11,8 +11,8 @@ ANSWER = {"choices": [{"text": " a", "finish_reason": "length", "logprobs": {
     "tokens": [" a"], "text_offset": [2], "token_logprobs": [-0.5], "top_logprobs": [{" a": -0.5, " b": -1.5}]}}]}
 
 
-def _completion_requests(stub_server):
-    return [payload for method, path, payload in stub_server.requests if path == "/v1/completions"]
+def _completion_requests(stub_server, url):
+    return stub_server.sent(url, "/v1/completions")
 
 
 def test_llama_cpp_gets_every_setting_in_its_own_spelling(stub_server):
@@ -20,7 +20,7 @@ def test_llama_cpp_gets_every_setting_in_its_own_spelling(stub_server):
     config = DecodeConfig(strategy="sample", temperature=0.7, top_k=0, top_p=0.9, min_p=0.0,
                           repetition_penalty=1.2, seed=5, max_new_tokens=1, top_n=30)
     served_decode(Server.connect(url), "Hi", config)
-    [sent] = _completion_requests(stub_server)
+    [sent] = _completion_requests(stub_server, url)
     assert sent["top_k"] == 0 and sent["top_p"] == 0.9 and sent["min_p"] == 0.0       # 0 = off on llama.cpp
     assert sent["temperature"] == 0.7 and sent["seed"] == 5 and sent["repeat_penalty"] == 1.2
     assert sent["logprobs"] == 30 and sent["max_tokens"] == 1 and sent["prompt"] == "Hi"
@@ -29,7 +29,7 @@ def test_llama_cpp_gets_every_setting_in_its_own_spelling(stub_server):
 def test_vllm_gets_its_spelling_and_its_top_n_cap(stub_server):
     url = stub_server(ANSWER, owned_by="vllm")
     trace = served_decode(Server.connect(url), "Hi", DecodeConfig(max_new_tokens=1, top_n=50))
-    [sent] = _completion_requests(stub_server)
+    [sent] = _completion_requests(stub_server, url)
     assert sent["top_k"] == -1 and sent["repetition_penalty"] == 1.0 and "repeat_penalty" not in sent
     assert sent["temperature"] == 0.0 and "seed" not in sent                        # greedy
     assert sent["logprobs"] == 20 and trace.config.top_n == 20

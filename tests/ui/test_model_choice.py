@@ -57,7 +57,8 @@ def test_the_choice_names_each_bundled_model_for_what_it_is(requests):
     choice = at.sidebar.selectbox(key="model_choice")
     shown = list(choice.options)
     words = common("en")
-    assert shown == [words["model_choice_smollm2_135m"], words["model_choice_gemma3_270m"], words["model_choice_other"]]
+    assert shown == [words["model_choice_smollm2_135m"], words["model_choice_gemma3_270m"], words["model_choice_other"],
+                     words["model_choice_served"]]
     assert "English" in shown[0] and "multilingual base" in shown[1]
     assert choice.value == "smollm2-135m"                 # an empty Model box is the bundled SmolLM2
 
