@@ -31,6 +31,7 @@ class ServedTeacherForced:
     logprob: float
     bounded: list
     exact: bool              # every number came from the server (vLLM's prompt_logprobs)
+    top_n: int               # candidates asked for per position
     requests: int
     seconds: float
 
@@ -54,7 +55,7 @@ def served_teacher_force(server: Server, prompt: str, reference: str, top_n: int
                                        "tokenizer; start the reference at a word boundary (e.g. with a space)")
     rows = server.prompt_logprobs(whole, top_n)
     if rows is not None:
-        return _from_prompt_logprobs(server, rows, pieces, t0)
+        return _from_prompt_logprobs(server, rows, pieces, top_n, t0)
     positions, bounded = [], []
     for index, (offset, text) in enumerate(pieces):
         _, answer, _ = server.complete(whole[:offset], max_tokens=1, logprobs=top_n)
@@ -72,7 +73,7 @@ def served_teacher_force(server: Server, prompt: str, reference: str, top_n: int
                                 logprob=logprob, rank=rank, entropy=_listed_entropy([lp for _, lp in top]),
                                 top=[Neighbour(_id(server, t), t, math.exp(lp)) for t, lp in top[:TOP]]))
     return ServedTeacherForced(positions=positions, logprob=sum(p.logprob for p in positions), bounded=bounded,
-                               exact=False, requests=1 + len(pieces), seconds=time.perf_counter() - t0)
+                               exact=False, top_n=top_n, requests=1 + len(pieces), seconds=time.perf_counter() - t0)
 
 
 def _id(server: Server, text: str) -> int:
@@ -88,7 +89,7 @@ def _listed_entropy(logprobs: list) -> float:
     return -sum(p * math.log(p) for p in probs if p > 0) - (rest * math.log(rest) if rest > 0 else 0.0)
 
 
-def _from_prompt_logprobs(server: Server, rows: list, pieces: list, t0: float) -> ServedTeacherForced:
+def _from_prompt_logprobs(server: Server, rows: list, pieces: list, top_n: int, t0: float) -> ServedTeacherForced:
     """vLLM: rows[i] is the distribution that scored prompt token i; the reference is the last tokens."""
     ids = server.tokenize("".join(text for _, text in pieces))     # only for the ids; texts come from the echo
     first = len(rows) - len(pieces)
@@ -110,4 +111,4 @@ def _from_prompt_logprobs(server: Server, rows: list, pieces: list, t0: float) -
                                 entropy=_listed_entropy([lp for _, (lp, _, _) in top]),
                                 top=[Neighbour(k, t, math.exp(lp)) for k, (lp, _, t) in top[:TOP]]))
     return ServedTeacherForced(positions=positions, logprob=sum(p.logprob for p in positions), bounded=[],
-                               exact=True, requests=2, seconds=time.perf_counter() - t0)
+                               exact=True, top_n=top_n, requests=2, seconds=time.perf_counter() - t0)

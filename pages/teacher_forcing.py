@@ -14,8 +14,9 @@ from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
-from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url,
-                        url_number, url_value)
+from ui.served import served_teacher
+from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, served_selected,
+                        shared_sidebar, sync_url, url_number, url_value)
 
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
@@ -24,9 +25,9 @@ st.title(t("teacher.title"))
 row = stage_row(t("teacher.intro"), settings=t("present.settings"))
 slot = stage()
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
-needs_weights()
-lm = get_lm(settings.model)
-if lm is None:
+served = served_selected()                    # a served model scores the reference only (section 1)
+lm = None if served else get_lm(settings.model)
+if lm is None and not served:
     st.stop()
 
 
@@ -68,6 +69,9 @@ reference = row["settings"].text_area(t("teacher.reference"), value=saved_refere
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
     st.error(S.pop("tf_reference_error"))
+if served:
+    served_teacher(connected_server(), settings.prompt, reference, slot)
+    st.stop()
 
 def prompt_is_good() -> bool:
     """A bad prompt gets its own message below, with the last results kept; only a good one asks for a reference."""

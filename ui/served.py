@@ -57,3 +57,45 @@ def served_limits(box=None) -> None:
 
 
 __all__ = ["served_trace", "served_badge", "served_limits", "served_facts", "with_badge"]
+
+
+def served_teacher(server: Server | None, prompt: str, reference: str, slot=None) -> None:
+    """Teacher forcing on a served model: each reference token's probability given the true prefix
+    (engine.served_teacher), with a badge that says how exact the numbers are; the parts that need whole
+    distributions say so."""
+    import math
+
+    from engine.served_teacher import served_teacher_force
+    from figures.teacher import reference_bars
+    from ui.present import sized
+    from ui.session import cached
+
+    if server is None:
+        st.info(t("served.connect_first"))
+        st.stop()
+
+    def score():
+        try:
+            return served_teacher_force(server, prompt, reference)
+        except ServedError as exc:
+            raise DecodeScopeError(t("served.teacher_failed", error=str(exc))) from None
+
+    forced = cached("tf_served", (server.url, server.model, prompt, reference), score)
+    n, bounded = len(forced.positions), len(forced.bounded)
+    if forced.exact:
+        badge = t("served.teacher_badge_exact", kind=server.kind, url=server.url)
+    else:
+        badge = t("served.teacher_badge_topn", kind=server.kind, url=server.url, n=forced.top_n, bounded=bounded,
+                  total=n, n_plus=forced.top_n + 1)
+    st.subheader(t("served.teacher_header"))
+    st.info(for_markdown(badge), icon="📡")
+    bound = "≤ " if bounded else ""
+    cols = st.columns(4)
+    cols[0].metric(t("teacher.metric_tokens"), f"{n}")
+    cols[1].metric(t("teacher.metric_logprob"), f"{bound}{forced.logprob:.2f}")
+    cols[2].metric(t("teacher.metric_perplexity"), f"{'≥ ' if bounded else ''}{math.exp(-forced.logprob / max(n, 1)):.2f}")
+    cols[3].metric(t("teacher.metric_top1"), f"{sum(1 for p in forced.positions if p.rank == 1)}/{n}")
+    labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
+    labels["divergence"], labels["title"] = t("teacher.divergence_mark"), t("teacher.forced_title")
+    (slot or st).plotly_chart(sized(with_badge(reference_bars(forced, labels), badge)), key="tf_served_chart")
+    st.info(t("served.teacher_needs_weights"))

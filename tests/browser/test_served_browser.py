@@ -58,3 +58,16 @@ def test_the_served_texts_read_in_chinese(page, server, llama_server):
     labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
     assert "其他（未列出）" in labels, labels
     screenshot(page, "served_step_by_step_zh")
+
+
+def test_teacher_forcing_on_a_served_model_scores_the_reference(page, server, llama_server):
+    open_page(page, server, "teacher_forcing",
+              f"server={quote(llama_server, safe='')}&tf_reference={quote(' Paris. It is a big city.')}")
+    click_key(page, "served_connect")
+    assert_no_exception(page, server)
+    badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="one request per position")
+    assert badge.count() == 1
+    assert page.locator("[data-testid='stMetricValue']").count() == 4
+    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    assert any("Paris" in t for t in labels), labels                 # the reference tokens on the x axis
+    screenshot(page, "served_teacher_forcing")

@@ -27,7 +27,7 @@ PROMPT = "The capital of France is"
 COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
     "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
     "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
-WEIGHT_PAGES = ["compare", "expected_embedding", "teacher_forcing", "kv_cache"]
+WEIGHT_PAGES = ["compare", "expected_embedding", "kv_cache"]
 
 
 def texts(section: str, lang: str = "en") -> dict:
@@ -165,6 +165,42 @@ def test_pages_that_need_the_weights_say_so(stub_server, no_local_loads, page):
     at = connect(app(page, params={"server": url}), url)
     assert SERVED["needs_weights"] in infos(at)
     assert not errors(at) and not charts(at)
+
+
+def _scoring_server(prompt: str, reference: str):
+    """A llama.cpp stand-in: the echo splits prompt + reference into words; after the prompt it lists
+    ' Paris' -0.5 and ' the' -1.5; after ' Paris' it lists ',' -1.0 and ' and' -2.0 ('.' is not listed)."""
+    whole = prompt + reference
+    words = [w for w in re.findall(r" ?[^ .]+|\.", whole)]
+    offsets = [sum(len(w) for w in words[:i]) for i in range(len(words))]
+
+    def completion(payload):
+        if payload.get("echo"):
+            return {"choices": [{"text": whole + "!", "finish_reason": "length", "logprobs": {
+                "tokens": words + ["!"], "text_offset": offsets + [len(whole)],
+                "token_logprobs": [None] + [-1.0] * len(words), "top_logprobs": [None] + [{"x": -1.0}] * len(words)}}]}
+        top = {" Paris": -0.5, " the": -1.5} if payload["prompt"] == prompt else {",": -1.0, " and": -2.0}
+        return {"choices": [{"text": next(iter(top)), "finish_reason": "length", "logprobs": {
+            "tokens": [next(iter(top))], "token_logprobs": [next(iter(top.values()))], "top_logprobs": [top]}}]}
+
+    return completion
+
+
+def test_teacher_forcing_scores_the_reference_on_the_server(stub_server, no_local_loads):
+    url = stub_server(_scoring_server(PROMPT, " Paris."), owned_by="llamacpp")
+    at = connect(app("teacher_forcing", params={"server": url}, state={"tf_reference": " Paris."}), url)
+    assert not errors(at)
+    # ' Paris' listed at -0.5 (rank 1); '.' not in the top-2 after it: bounded by the 2nd listed, -2.0 (rank 3)
+    values = {m.label: m.value for m in at.metric}
+    teacher = texts("teacher")
+    assert values[teacher["metric_tokens"]] == "2"
+    assert values[teacher["metric_logprob"]] == "≤ -2.50"
+    assert values[teacher["metric_perplexity"]] == "≥ 3.49"            # exp(2.5 / 2)
+    assert values[teacher["metric_top1"]] == "1/2"
+    assert any("1 of 2 reference tokens were outside it" in i for i in infos(at))
+    assert SERVED["teacher_needs_weights"] in infos(at)
+    [chart] = charts(at)
+    assert [round(y, 4) for y in chart["data"][0]["y"]] == [round(2.718281828 ** -0.5, 4), round(2.718281828 ** -2.0, 4)]
 
 
 def test_the_interview_says_its_demos_need_the_weights(no_local_loads):
