@@ -6,6 +6,7 @@ results live in st.session_state.
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import threading
@@ -104,6 +105,10 @@ def _load_shared(key: str):
             for other in [k for k in models if k != DEFAULT_MODEL]:
                 del models[other]          # keep the default plus at most one user model in memory
             models[key] = lm
+            # The libraries and the model live as long as the server. Streamlit collects garbage in full
+            # after every run, which walked their ~450,000 objects (a quarter second on 2 cores, on every
+            # click, before the browser got the rest of the page); frozen, it looks only at newer objects.
+            gc.freeze()
             if lm.cache_rebuilt:
                 st.warning(for_markdown(t("common.cache_rebuilt", reason=lm.cache_rebuilt)))
     return models[key]
