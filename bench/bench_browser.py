@@ -1,6 +1,8 @@
 """What a user waits for in the browser: the app on a local server, driven by Playwright in Debian's Chromium.
 
-    .venv/bin/python -m bench.bench_browser [--clicks 20] [--crowd 20] [--play-seconds 8]
+    .venv/bin/python -m bench.bench_browser [--clicks 20] [--opens 5] [--crowd 20] [--play-seconds 8]
+
+--crowd 0 leaves out the shared link (3), --play-seconds 0 leaves out Play (4).
 
 1. Next -> the chart shows the new step (median of --clicks), beside one forward pass with the KV cache
    measured in this process on the same model (the step Next takes), and their ratio;
@@ -132,8 +134,9 @@ def bench_play(browser, server, seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clicks", type=int, default=20)
-    parser.add_argument("--crowd", type=int, default=20)
-    parser.add_argument("--play-seconds", type=float, default=8.0)
+    parser.add_argument("--opens", type=int, default=5, help="warm opens to take the median of")
+    parser.add_argument("--crowd", type=int, default=20, help="0 leaves the shared link out")
+    parser.add_argument("--play-seconds", type=float, default=8.0, help="0 leaves Play out")
     args = parser.parse_args()
     if not Path(CHROMIUM).is_file():
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -145,7 +148,7 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         cold = bench_open(browser, server, rounds=1)[0]
         say(f"open -> first chart, first visit after the server started: {cold:.2f} s")
-        warm = bench_open(browser, server)
+        warm = bench_open(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
             f"(min {min(warm):.2f}, max {max(warm):.2f})")
 
@@ -154,17 +157,21 @@ def main() -> None:
         say(f"Next -> new step visible, median of {len(nexts)}: {med * 1e3:.0f} ms "
             f"(min {min(nexts) * 1e3:.0f}, max {max(nexts) * 1e3:.0f}) = {med / forward:.1f} x one forward pass")
 
-        common = {"num_beams": 4, "max_new_tokens": 24}
-        alone = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the bicycle:")), 1)
-        say(f"Beam tree 4 x 24 link, one session alone -> tree drawn: {alone:.2f} s")
-        crowd = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the sailboat:")),
-                           args.crowd)
-        say(f"{args.crowd} sessions open one shared link at once -> last tree drawn: {crowd:.2f} s "
-            f"= {crowd / alone:.2f} x one alone")
-
-        rate = bench_play(browser, server, args.play_seconds)
-        say(f"Play on Step by step: {rate:.1f} steps/s")
+        if args.crowd > 0:
+            bench_crowd(browser, server, args.crowd)
+        if args.play_seconds > 0:
+            rate = bench_play(browser, server, args.play_seconds)
+            say(f"Play on Step by step: {rate:.1f} steps/s")
         browser.close()
+
+
+def bench_crowd(browser, server, n: int) -> None:
+    common = {"num_beams": 4, "max_new_tokens": 24}
+    alone = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the bicycle:")), 1)
+    say(f"Beam tree 4 x 24 link, one session alone -> tree drawn: {alone:.2f} s")
+    crowd = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the sailboat:")), n)
+    say(f"{n} sessions open one shared link at once -> last tree drawn: {crowd:.2f} s "
+        f"= {crowd / alone:.2f} x one alone")
 
 
 if __name__ == "__main__":
