@@ -7,7 +7,8 @@
 1. Next -> the chart shows the new step (median of --clicks), beside one forward pass with the KV cache
    measured in this process on the same model (the step Next takes), and their ratio;
 2. open the address -> the first chart drawn, on a warm server (a new session each time; median of 5),
-   and the very first open after the server started;
+   and the very first open after the server started; each in a new browser profile (nothing cached), and
+   again as a returning visitor (new tabs of one profile: Streamlit's scripts come from the browser's cache);
 3. --crowd browser sessions open one shared Beam tree link at once: the last session's first chart,
    divided by one session alone opening an equal link (another prompt of the same length, so neither
    is answered from memory before it starts);
@@ -101,6 +102,23 @@ def bench_open(browser, server, rounds: int = 5) -> list:
     return times
 
 
+def bench_open_returning(browser, server, rounds: int = 5) -> list:
+    """Open -> first chart in new tabs of one browser profile, after one visit has filled its cache."""
+    ctx = new_context(browser, server)
+    times = []
+    for i in range(rounds + 1):
+        page = ctx.new_page()
+        t = time.perf_counter()
+        page.goto(f"{server.url}/step_by_step", wait_until="commit")
+        wait_chart(page, "sbs_chart")
+        if i:
+            times.append(time.perf_counter() - t)
+        wait_idle(page)
+        page.close()
+    ctx.close()
+    return times
+
+
 def crowd_open(browser, server, query: str, n: int) -> float:
     """Seconds from the first of n sessions opening the link to the last of them drawing its tree."""
     contexts = [new_context(browser, server) for _ in range(n)]
@@ -151,6 +169,9 @@ def main() -> None:
         warm = bench_open(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
             f"(min {min(warm):.2f}, max {max(warm):.2f})")
+        back = bench_open_returning(browser, server, rounds=args.opens)
+        say(f"open -> first chart, warm server, returning visitor, median of {len(back)}: "
+            f"{statistics.median(back):.2f} s (min {min(back):.2f}, max {max(back):.2f})")
 
         nexts = bench_next(browser, server, args.clicks)
         med = statistics.median(nexts)
