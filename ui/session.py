@@ -20,6 +20,7 @@ from engine.model import BUNDLED, DTYPES, bundled_named
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
+from ui.stepper import OPENINGS
 
 _load_lock = threading.Lock()
 
@@ -103,7 +104,7 @@ def _load_shared(key: str):
             finally:
                 bar.empty()
             for other in [k for k in models if k != DEFAULT_MODEL]:
-                del models[other]          # keep the default plus at most one user model in memory
+                OPENINGS.forget(models.pop(other))   # keep the default plus at most one user model in memory
             models[key] = lm
             # The libraries and the model live as long as the server. Streamlit collects garbage in full
             # after every run, which walked their ~450,000 objects (a quarter second on 2 cores, on every
