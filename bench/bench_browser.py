@@ -1,11 +1,14 @@
 """What a user waits for in the browser: the app on a local server, driven by Playwright in Debian's Chromium.
 
-    .venv/bin/python -m bench.bench_browser [--clicks 20] [--crowd 20] [--play-seconds 8]
+    .venv/bin/python -m bench.bench_browser [--clicks 20] [--opens 5] [--crowd 20] [--play-seconds 8]
+
+--crowd 0 leaves out the shared link (3), --play-seconds 0 leaves out Play (4).
 
 1. Next -> the chart shows the new step (median of --clicks), beside one forward pass with the KV cache
    measured in this process on the same model (the step Next takes), and their ratio;
 2. open the address -> the first chart drawn, on a warm server (a new session each time; median of 5),
-   and the very first open after the server started;
+   and the very first open after the server started; each in a new browser profile (nothing cached), and
+   again as a returning visitor (new tabs of one profile: Streamlit's scripts come from the browser's cache);
 3. --crowd browser sessions open one shared Beam tree link at once: the last session's first chart,
    divided by one session alone opening an equal link (another prompt of the same length, so neither
    is answered from memory before it starts);
@@ -99,6 +102,23 @@ def bench_open(browser, server, rounds: int = 5) -> list:
     return times
 
 
+def bench_open_returning(browser, server, rounds: int = 5) -> list:
+    """Open -> first chart in new tabs of one browser profile, after one visit has filled its cache."""
+    ctx = new_context(browser, server)
+    times = []
+    for i in range(rounds + 1):
+        page = ctx.new_page()
+        t = time.perf_counter()
+        page.goto(f"{server.url}/step_by_step", wait_until="commit")
+        wait_chart(page, "sbs_chart")
+        if i:
+            times.append(time.perf_counter() - t)
+        wait_idle(page)
+        page.close()
+    ctx.close()
+    return times
+
+
 def crowd_open(browser, server, query: str, n: int) -> float:
     """Seconds from the first of n sessions opening the link to the last of them drawing its tree."""
     contexts = [new_context(browser, server) for _ in range(n)]
@@ -132,8 +152,9 @@ def bench_play(browser, server, seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clicks", type=int, default=20)
-    parser.add_argument("--crowd", type=int, default=20)
-    parser.add_argument("--play-seconds", type=float, default=8.0)
+    parser.add_argument("--opens", type=int, default=5, help="warm opens to take the median of")
+    parser.add_argument("--crowd", type=int, default=20, help="0 leaves the shared link out")
+    parser.add_argument("--play-seconds", type=float, default=8.0, help="0 leaves Play out")
     args = parser.parse_args()
     if not Path(CHROMIUM).is_file():
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -145,26 +166,33 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         cold = bench_open(browser, server, rounds=1)[0]
         say(f"open -> first chart, first visit after the server started: {cold:.2f} s")
-        warm = bench_open(browser, server)
+        warm = bench_open(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
             f"(min {min(warm):.2f}, max {max(warm):.2f})")
+        back = bench_open_returning(browser, server, rounds=args.opens)
+        say(f"open -> first chart, warm server, returning visitor, median of {len(back)}: "
+            f"{statistics.median(back):.2f} s (min {min(back):.2f}, max {max(back):.2f})")
 
         nexts = bench_next(browser, server, args.clicks)
         med = statistics.median(nexts)
         say(f"Next -> new step visible, median of {len(nexts)}: {med * 1e3:.0f} ms "
             f"(min {min(nexts) * 1e3:.0f}, max {max(nexts) * 1e3:.0f}) = {med / forward:.1f} x one forward pass")
 
-        common = {"num_beams": 4, "max_new_tokens": 24}
-        alone = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the bicycle:")), 1)
-        say(f"Beam tree 4 x 24 link, one session alone -> tree drawn: {alone:.2f} s")
-        crowd = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the sailboat:")),
-                           args.crowd)
-        say(f"{args.crowd} sessions open one shared link at once -> last tree drawn: {crowd:.2f} s "
-            f"= {crowd / alone:.2f} x one alone")
-
-        rate = bench_play(browser, server, args.play_seconds)
-        say(f"Play on Step by step: {rate:.1f} steps/s")
+        if args.crowd > 0:
+            bench_crowd(browser, server, args.crowd)
+        if args.play_seconds > 0:
+            rate = bench_play(browser, server, args.play_seconds)
+            say(f"Play on Step by step: {rate:.1f} steps/s")
         browser.close()
+
+
+def bench_crowd(browser, server, n: int) -> None:
+    common = {"num_beams": 4, "max_new_tokens": 24}
+    alone = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the bicycle:")), 1)
+    say(f"Beam tree 4 x 24 link, one session alone -> tree drawn: {alone:.2f} s")
+    crowd = crowd_open(browser, server, urlencode(dict(common, prompt="A short history of the sailboat:")), n)
+    say(f"{n} sessions open one shared link at once -> last tree drawn: {crowd:.2f} s "
+        f"= {crowd / alone:.2f} x one alone")
 
 
 if __name__ == "__main__":

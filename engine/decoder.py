@@ -152,6 +152,23 @@ class Decoder(Runner):
         child.generator.set_state(self._rng_states[at])
         return child
 
+    def copy(self) -> "Decoder | None":
+        """An independent decode at the same point: the steps so far, a copy of the KV cache and the
+        generator's state, so stepping either one leaves the other as it was. None where the cache
+        cannot be copied (the caller decodes afresh instead)."""
+        child = Decoder(self.lm, self.prompt, self.config, forced=self.forced)
+        if not self.steps:
+            return child
+        past = prefix_cache(self._past, len(self.prompt_ids) + len(self.steps) - 1)
+        if past is None:
+            return None
+        child._past, child._prefill_s = past, self._prefill_s
+        child.steps, child.generated, child.logprobs = list(self.steps), list(self.generated), list(self.logprobs)
+        child._inputs, child._rng_states = list(self._inputs), list(self._rng_states)
+        child._next_input, child.finished = self._next_input, self.finished
+        child.generator.set_state(self.generator.get_state())
+        return child
+
     # ---- the trace's parts -------------------------------------------------------
     def _sequences(self) -> list[Sequence]:
         ids, cum = list(self.generated), sum(self.logprobs)

@@ -347,6 +347,22 @@ def resolve_dtype(dtype: str | None, device: str) -> torch.dtype:
     return torch.float16 if device == "mps" else torch.float32
 
 
+def cpu_threads() -> int:
+    """Threads one forward pass may use on the CPU: DECODESCOPE_THREADS, else half the cores.
+
+    A small model's matrix products are too short to gain from every core, and the threads of
+    one pass wait for each other: when anything else runs (another session's decode, the
+    browser on the same machine), a pass that asked for every core waits for the slowest one,
+    and a 5-token prefill on 2 busy cores took seconds instead of 90 ms."""
+    raw = os.environ.get("DECODESCOPE_THREADS", "").strip()
+    if raw:
+        try:
+            return max(int(raw), 1)
+        except ValueError:
+            raise ModelLoadError(f"DECODESCOPE_THREADS: '{raw}' is not a whole number") from None
+    return max((os.cpu_count() or 2) // 2, 1)
+
+
 def load_model(name: str | None = None, progress: Progress | None = None,
                device: str | None = "auto", dtype: str | None = "auto") -> LoadedModel:
     """Load a bundled model (name None, '', 'default', 'smollm2-135m' or 'gemma3-270m') or a HF model
@@ -355,6 +371,7 @@ def load_model(name: str | None = None, progress: Progress | None = None,
     report = progress or (lambda fraction, message: None)
     where = resolve_device(device)
     precision = resolve_dtype(dtype, where)
+    torch.set_num_threads(cpu_threads())
     _quiet_libraries()
     start = time.perf_counter()
     bundled = bundled_named(name)

@@ -6,6 +6,7 @@ results live in st.session_state.
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import threading
@@ -20,6 +21,7 @@ from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
+from ui.stepper import OPENINGS
 
 _load_lock = threading.Lock()
 
@@ -119,8 +121,12 @@ def _load_shared(key: str):
             finally:
                 bar.empty()
             for other in [k for k in models if k != DEFAULT_MODEL]:
-                del models[other]          # keep the default plus at most one user model in memory
+                OPENINGS.forget(models.pop(other))   # keep the default plus at most one user model in memory
             models[key] = lm
+            # The libraries and the model live as long as the server. Streamlit collects garbage in full
+            # after every run, which walked their ~450,000 objects (a quarter second on 2 cores, on every
+            # click, before the browser got the rest of the page); frozen, it looks only at newer objects.
+            gc.freeze()
             if lm.cache_rebuilt:
                 st.warning(for_markdown(t("common.cache_rebuilt", reason=lm.cache_rebuilt)))
     return models[key]

@@ -13,16 +13,69 @@ decoding (it stops only at its next Streamlit call), so two threads can work on 
 Stepper. Every change holds the stepper's lock: the new run waits for the old change to
 finish instead of replacing runners under it (that race once left the cursor past the
 decoded steps: an empty text with Back enabled).
+
+Every session that opens the same prompt under the same settings starts on the same first
+step, so the first step is decoded once per server: later openings start from a copy of it
+(its KV cache and generator state) instead of running the prompt's forward pass again.
 """
 from __future__ import annotations
 
 import functools
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from engine import DecodeConfig, LoadedModel, Trace, make_runner
 from engine.decoder import Decoder
+from engine.kv import cache_size
 from engine.runner import Runner
+
+OPENINGS_MAX_BYTES = 64 * 2**20     # KV cache kept for first steps, all prompts together
+
+
+class _Openings:
+    """First steps already decoded, by (model, prompt, settings); the least recently used go first."""
+
+    def __init__(self, max_bytes: int = OPENINGS_MAX_BYTES):
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._kept: OrderedDict = OrderedDict()      # key -> (model, decoder at its first step, bytes)
+
+    @staticmethod
+    def key(lm: LoadedModel, prompt: str, config: DecodeConfig) -> tuple:
+        return id(lm), prompt, config, tuple(lm.eos_token_ids)
+
+    def start(self, lm: LoadedModel, prompt: str, config: DecodeConfig) -> Decoder | None:
+        """A decode standing on its first step, copied from one kept for these inputs; None if none is."""
+        with self._lock:
+            kept = self._kept.get(self.key(lm, prompt, config))
+            if kept is None or kept[0] is not lm:
+                return None
+            self._kept.move_to_end(self.key(lm, prompt, config))
+        return kept[1].copy()
+
+    def keep(self, lm: LoadedModel, prompt: str, config: DecodeConfig, runner: Runner) -> None:
+        if not isinstance(runner, Decoder) or len(runner.steps) != 1:
+            return
+        first = runner.copy()
+        if first is None:
+            return
+        size = cache_size(first._past)[2]
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            self._kept[self.key(lm, prompt, config)] = (lm, first, size)
+            while sum(entry[2] for entry in self._kept.values()) > self.max_bytes:
+                self._kept.popitem(last=False)
+
+    def forget(self, lm: LoadedModel) -> None:
+        """Drop the first steps of a model the server no longer holds (they would keep it in memory)."""
+        with self._lock:
+            for key in [k for k, entry in self._kept.items() if entry[0] is lm]:
+                del self._kept[key]
+
+
+OPENINGS = _Openings()
 
 
 @dataclass
@@ -55,7 +108,14 @@ class Stepper:
         self.active = 0
         self.cursor = 0
         if recorded is None:
+            self._open()
+
+    def _open(self) -> None:
+        """Stand on the first step: a copy of one another session decoded, or a fresh forward pass."""
+        self.branches[0].runner = OPENINGS.start(self.lm, self.prompt, self.config)
+        if self.branches[0].runner is None:
             self.ensure(1)
+            OPENINGS.keep(self.lm, self.prompt, self.config, self.branches[0].runner)
 
     @classmethod
     def viewing(cls, trace: Trace) -> "Stepper":
@@ -132,7 +192,7 @@ class Stepper:
         self.branches = [Branch(forced={})]
         self.active = 0
         self.cursor = 0
-        self.ensure(1)
+        self._open()
 
     @_locked
     def reconfigure(self, config: DecodeConfig) -> None:

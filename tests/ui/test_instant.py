@@ -110,3 +110,23 @@ def test_stop_keeps_the_steps_decoded_so_far_and_decode_all_finishes(tiny_llama_
 def _lm(folder):
     from ui.session import _models
     return _models()[folder]
+
+
+def test_a_loaded_model_is_left_out_of_full_garbage_collections(tiny_llama_folder):
+    """Streamlit collects garbage in full after every run; the shared model, loaded once, is frozen out
+    of those passes, so a click does not walk it again."""
+    import gc
+
+    from ui.session import _models
+
+    _, folder = tiny_llama_folder
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.switch_page("pages/step_by_step.py").run()
+    assert not at.exception, at.exception
+    lm = next(lm for key, lm in _models().items() if key.startswith(folder))
+    assert gc.get_freeze_count() > 0
+    tracked = gc.get_objects()                     # the collector's generations; frozen objects are not in them
+    assert not any(obj is lm.model or obj is lm.tokenizer for obj in tracked)
+    assert at.get("plotly_chart")                  # the page drew its chart

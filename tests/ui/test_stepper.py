@@ -244,3 +244,50 @@ def test_a_setting_that_changes_the_steps_replays_them(stepper, llama):
     finally:
         count.close()
     assert all(len(s.candidates) <= 6 for s in stepper.steps())
+
+
+def test_a_second_opening_of_the_same_decode_starts_from_the_first_without_a_forward_pass(llama):
+    config = DecodeConfig(strategy="sample", temperature=1.3, top_p=0.95, seed=7, max_new_tokens=8)
+    first = Stepper(llama, PROMPT, config)
+    count = ForwardCount(llama.model)
+    try:
+        second = Stepper(llama, PROMPT, config)
+        assert count.calls == 0                          # the first step came from the first opening
+        assert len(second.steps()) == 1 and second.cursor == 0
+        for _ in range(5):
+            assert second.next()
+        assert count.calls == 5                          # then one forward pass per Next, on its own KV cache
+    finally:
+        count.close()
+    fresh = decode(llama, PROMPT, config)
+    assert chosen(second) == [s.chosen_ids[0] for s in fresh.steps[:6]]    # the same draws as a fresh decode
+    assert [s.candidates for s in second.steps()] == [s.candidates for s in fresh.steps[:6]]
+    assert len(first.steps()) == 1                       # the first opening did not move
+    first.go(5)
+    assert chosen(first) == chosen(second)
+
+
+def test_an_opening_under_other_settings_or_another_prompt_decodes_its_own_first_step(llama):
+    Stepper(llama, PROMPT, GREEDY)
+    count = ForwardCount(llama.model)
+    try:
+        other = Stepper(llama, PROMPT + " and", GREEDY)
+        sampled = Stepper(llama, PROMPT, GREEDY.replace(strategy="sample", seed=3))
+        assert count.calls == 2
+    finally:
+        count.close()
+    assert chosen(other) == [decode(llama, PROMPT + " and", GREEDY).steps[0].chosen_ids[0]]
+    assert chosen(sampled) == [decode(llama, PROMPT, sampled.config).steps[0].chosen_ids[0]]
+
+
+def test_a_model_the_server_lets_go_leaves_no_first_steps_behind(llama):
+    from ui.stepper import OPENINGS
+
+    Stepper(llama, PROMPT, GREEDY)
+    OPENINGS.forget(llama)
+    count = ForwardCount(llama.model)
+    try:
+        Stepper(llama, PROMPT, GREEDY)
+        assert count.calls == 1                          # decoded afresh: nothing was kept for this model
+    finally:
+        count.close()
