@@ -239,7 +239,8 @@ def stepper_panel():
 
     if len(stepper.branches) > 1:
         S["sbs_active_branch"] = stepper.active
-        st.radio(t("step.branches"), list(range(len(stepper.branches))), format_func=branch_label, horizontal=True,
+        st.radio(t("step.branches"), list(range(len(stepper.branches))), horizontal=True,
+                 format_func=lambda i: for_markdown(branch_label(i)),    # radio labels render Markdown
                  key="sbs_active_branch", on_change=lambda: _do("switch", S["sbs_active_branch"]))
     mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
                     format_func=lambda m: t(f"step.colour_{m}"))

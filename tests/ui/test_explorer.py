@@ -90,6 +90,17 @@ def test_branch(first_steps):
     assert f"“{visible(lm.token_texts[int(p1.argmax())])}”" in captions(at)
 
 
+def test_a_branch_label_shows_its_token_literally(first_steps):
+    lm = first_steps[0]
+    stars = lm.token_texts.index(" **")       # among the top 20 after a list's "-"; unescaped it renders bold
+    at = open_page("pages/step_by_step.py", max_new_tokens=3, prompt="The key points are:\n-", strategy="greedy")
+    at.selectbox(key="sbs_branch_token").set_value(stars)
+    at.button(key="sbs_branch").click().run()
+    assert not at.exception
+    label = at.radio(key="sbs_active_branch").options[1]
+    assert "\\*\\*" in label and "**" not in label.replace("\\*", "")
+
+
 def test_beam_length_penalty_reranks_from_the_table():
     at = open_page("pages/beam_tree.py", max_new_tokens=6, prompt=PROMPT, num_beams=3)
     for lp in (0.0, 2.0):
