@@ -137,15 +137,24 @@ def new_context(browser, server=None):
 # so a test can wait for "the run my click started has finished and nothing followed".
 RUN_OBSERVER = """
 window.__dsRuns = 0; window.__dsState = null; window.__dsChanged = performance.now();
-new MutationObserver(() => {
+const isApp = (el) => el && el.getAttribute && el.getAttribute('data-testid') === 'stApp';
+new MutationObserver((records) => {
   const app = document.querySelector('[data-testid="stApp"]');
-  if (!app) return;
-  const state = app.getAttribute('data-test-script-state');
-  if (state !== window.__dsState) {
-    if (state === 'running') window.__dsRuns++;
-    window.__dsState = state; window.__dsChanged = performance.now();
+  const now = app ? app.getAttribute('data-test-script-state') : null;
+  // the callback runs after the changes: a fast run may already be over, so each change is read from the
+  // records (a record's oldValue is the value before it; the next record's, or today's, the value after)
+  const changes = records.filter(r => r.type === 'attributes' && isApp(r.target));
+  changes.forEach((r, i) => {
+    const after = i + 1 < changes.length ? changes[i + 1].oldValue : now;
+    if (after === 'running' && r.oldValue !== 'running') window.__dsRuns++;
+  });
+  if (changes.length) { window.__dsState = now; window.__dsChanged = performance.now(); return; }
+  if (app && now !== window.__dsState) {           // the app element itself was added or replaced
+    if (now === 'running') window.__dsRuns++;
+    window.__dsState = now; window.__dsChanged = performance.now();
   }
-}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['data-test-script-state']});
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ['data-test-script-state']});
 """
 QUIET_MS = 1200   # a run that ends and immediately triggers another (URL sync, st.rerun) is not "done"
 
