@@ -9,6 +9,7 @@ checked before use, because a server is as untrusted as an uploaded file.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
@@ -25,6 +26,7 @@ MAX_RESPONSE_BYTES = 32_000_000      # one answer; 24 steps x 200 candidates is 
 MAX_LINE_BYTES = 1_000_000          # one streamed event
 MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
 DEFAULT_TIMEOUT_S = 60.0
+NO_TOKENIZER = -1
 VLLM_DEFAULT_MAX_LOGPROBS = 20       # vLLM refuses more unless started with --max-logprobs
 
 
@@ -81,7 +83,8 @@ class Server:
     def __init__(self, url: str, model: str, kind: str, timeout: float = DEFAULT_TIMEOUT_S):
         self.url, self.model, self.kind, self.timeout = url, model, kind, timeout
         self._ids: dict[str, int] = {}             # token text -> id, learnt from the tokenizer endpoint
-        self._tokenize_path: str | None = None
+        self._tokenize_route: int | None = None     # which tokenizer endpoint answers (NO_TOKENIZER: none)
+        self._bos_ids: list | None = None
 
     @classmethod
     def connect(cls, url: str, model: str | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Server":
@@ -155,12 +158,8 @@ class Server:
         with self._open(request, "/v1/completions") as response:
             total = count = 0
             while True:
-                try:
+                with self._reading():
                     line = response.readline(MAX_LINE_BYTES + 1)
-                except (socket.timeout, TimeoutError):
-                    raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
-                except (OSError, ValueError) as exc:
-                    raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
                 if not line:
                     return
                 total += len(line)
@@ -243,29 +242,35 @@ class Server:
         return found
 
     def tokenize(self, text: str) -> list[int] | None:
-        """The server's token ids for `text` (no BOS), or None when it offers no tokenizer endpoint."""
+        """The server's token ids for `text` (no BOS), or None when it offers no tokenizer endpoint.
+        The endpoints are tried once, in order; the one that answers is used from then on."""
         routes = [("/extras/tokenize", {"input": text, "model": self.model}),                  # llama-cpp-python
                   ("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False}),  # vLLM
                   ("/tokenize", {"content": text, "add_special": False})]                    # llama.cpp
-        if self._tokenize_path is not None:
-            routes = [r for r in routes if r == self._tokenize_path] or routes
-        for route in routes:
+        if self._tokenize_route == NO_TOKENIZER:
+            return None
+        tried = [self._tokenize_route] if self._tokenize_route is not None else range(len(routes))
+        for index in tried:
+            path, payload = routes[index]
             try:
-                answer = self._call("POST", route[0], route[1])
+                answer = self._call("POST", path, payload)
             except ServedError:
                 continue
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             if isinstance(tokens, list) and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
                                                 for t in tokens):
-                self._tokenize_path = route
-                if route[0] == "/extras/tokenize":        # it always adds the BOS token: drop it
-                    tokens = tokens[len(self._bos()):] if tokens[:len(self._bos())] == self._bos() else tokens
+                self._tokenize_route = index
+                if path == "/extras/tokenize":            # it always adds the BOS token: drop it
+                    bos = self._bos()
+                    tokens = tokens[len(bos):] if tokens[:len(bos)] == bos else tokens
                 return tokens
-        self._tokenize_path = ("", {})
+        if self._tokenize_route is None:
+            self._tokenize_route = NO_TOKENIZER
         return None
 
     def _bos(self) -> list:
-        if not hasattr(self, "_bos_ids"):
+        """What llama-cpp-python's tokenizer gives for no text: the BOS it puts before every text."""
+        if self._bos_ids is None:
             answer = self._call("POST", "/extras/tokenize", {"input": "", "model": self.model})
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             self._bos_ids = tokens if isinstance(tokens, list) and len(tokens) <= 2 else []
@@ -296,15 +301,20 @@ class Server:
         except (OSError, ValueError) as exc:     # reset connections, bad status lines
             raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
 
+    @contextlib.contextmanager
+    def _reading(self):
+        """An error while an answer is read, as one line: too slow, or broken off."""
+        try:
+            yield
+        except (socket.timeout, TimeoutError):
+            raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
+        except (OSError, ValueError) as exc:
+            raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+
     def _call(self, method: str, path: str, payload: dict | None = None):
         """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
-        with self._open(self._request(method, path, payload), path) as response:
-            try:
-                body = response.read(MAX_RESPONSE_BYTES + 1)
-            except (socket.timeout, TimeoutError):
-                raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
-            except (OSError, ValueError) as exc:
-                raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+        with self._open(self._request(method, path, payload), path) as response, self._reading():
+            body = response.read(MAX_RESPONSE_BYTES + 1)
         if len(body) > MAX_RESPONSE_BYTES:
             raise ServedError(f"server at {self.url} sent more than {MAX_RESPONSE_BYTES / 1e6:g} MB for {path}")
         try:

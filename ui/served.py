@@ -1,21 +1,25 @@
-"""A served model on the Step-by-step and Beam-tree pages: the decode with its progress, the badge
-every figure drawn from a server's trace carries, and what a server cannot do.
+"""A served model on the Step-by-step, Beam-tree and Teacher-forcing pages: the decode with its progress,
+the badge every figure drawn from a server's trace carries, and what a server cannot do.
 
 The server is the one the user connected to in the sidebar (ui.session.connected_server); each
 page keeps its last trace, so an error (server down, timeout) shows one line above it.
 """
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError, Trace
 from engine.served import Server, ServedError
-from engine.served_decode import served_decode
+from engine.served_teacher import served_teacher_force
 from figures.labels import for_markdown
 from figures.served import badge_text, served_facts, with_badge
+from figures.teacher import reference_bars
 from ui.i18n import t
+from ui.present import sized
 from ui.progress import stopped_note, watched_served
-from ui.session import keep_or_stop
+from ui.session import cached, keep_or_stop
 
 S = st.session_state
 
@@ -63,13 +67,6 @@ def served_teacher(server: Server | None, prompt: str, reference: str, slot=None
     """Teacher forcing on a served model: each reference token's probability given the true prefix
     (engine.served_teacher), with a badge that says how exact the numbers are; the parts that need whole
     distributions say so."""
-    import math
-
-    from engine.served_teacher import served_teacher_force
-    from figures.teacher import reference_bars
-    from ui.present import sized
-    from ui.session import cached
-
     if server is None:
         st.info(t("served.connect_first"))
         st.stop()
@@ -89,11 +86,11 @@ def served_teacher(server: Server | None, prompt: str, reference: str, slot=None
                   total=n, n_plus=forced.top_n + 1)
     st.subheader(t("served.teacher_header"))
     st.info(for_markdown(badge), icon="📡")
-    bound = "≤ " if bounded else ""
+    at_most, at_least = ("≤ ", "≥ ") if bounded else ("", "")     # a bounded token makes the sum a bound
     cols = st.columns(4)
     cols[0].metric(t("teacher.metric_tokens"), f"{n}")
-    cols[1].metric(t("teacher.metric_logprob"), f"{bound}{forced.logprob:.2f}")
-    cols[2].metric(t("teacher.metric_perplexity"), f"{'≥ ' if bounded else ''}{math.exp(-forced.logprob / max(n, 1)):.2f}")
+    cols[1].metric(t("teacher.metric_logprob"), f"{at_most}{forced.logprob:.2f}")
+    cols[2].metric(t("teacher.metric_perplexity"), f"{at_least}{math.exp(-forced.logprob / max(n, 1)):.2f}")
     cols[3].metric(t("teacher.metric_top1"), f"{sum(1 for p in forced.positions if p.rank == 1)}/{n}")
     labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
     labels["divergence"], labels["title"] = t("teacher.divergence_mark"), t("teacher.forced_title")
