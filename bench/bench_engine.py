@@ -20,14 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-
-from engine import DecodeConfig, decode, load_model  # noqa: E402
-from engine.decoder import Decoder  # noqa: E402
+from engine import DecodeConfig, decode, load_model
+from engine.decoder import Decoder
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 

@@ -14,16 +14,13 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-
-from engine import DecodeConfig, decode  # noqa: E402
-from engine.decoder import Decoder  # noqa: E402
-from engine.model import LoadedModel  # noqa: E402
-from tiny_models import tiny_tokenizer  # noqa: E402
+from engine import DecodeConfig, decode
+from engine.decoder import Decoder
+from engine.model import LoadedModel
+from tests.tiny_models import tiny_tokenizer
 
 SIZES = {   # TinyLlama's shape: 1.1 B parameters
     "1b": dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,

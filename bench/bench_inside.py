@@ -18,15 +18,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-from engine import DecodeConfig, load_model  # noqa: E402
-from engine import decode
-from engine.embedding import feedback_cost, soft_lane  # noqa: E402
-from engine.kv_trace import cache_steps  # noqa: E402
-from engine.teacher import epsilon_curve, teacher_force  # noqa: E402
+from engine import DecodeConfig, decode, load_model
+from engine.embedding import feedback_cost, soft_lane
+from engine.kv_trace import cache_steps
+from engine.teacher import epsilon_curve, teacher_force
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 

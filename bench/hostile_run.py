@@ -20,10 +20,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, MODEL_TIMEOUT_MS, act, exception_texts,
-                                           new_context, open_page, running_server)
+                                           new_context, open_page, running_server, upload)
 
 MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"
 
@@ -38,7 +36,7 @@ def said(page) -> str:
 
 def hub_trace(path: Path) -> Path:
     """A trace whose model field names a hub id, with a loop so the replay button shows."""
-    from test_explain import loop_trace, make_step
+    from tests.engine.test_explain import loop_trace, make_step
 
     trace = loop_trace()
     trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
@@ -84,8 +82,6 @@ def main() -> int:
         visit("1,500 emoji as the prompt (address length after)", "step_by_step", {"prompt": "😀" * 1500})
 
         def replay(page):
-            from test_app import upload
-
             upload(page, "sbs_upload", str(hub_trace(Path(tmp) / "hub.json")))
             act(page, lambda: page.locator(".st-key-sbs_wh_replay_go button").first.click())
 

@@ -212,6 +212,15 @@ def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     wait_idle(page, timeout_ms, after=before)
 
 
+def upload(page, key: str, path_or_payload) -> None:
+    """Open the 'Open a trace file' expander and give the uploader with this key a file."""
+    box = page.locator(f".st-key-{key}")
+    if not box.is_visible():
+        page.get_by_text("Open a trace file").first.click()
+    target = page.locator(f".st-key-{key} input[type=file]")
+    act(page, lambda: target.set_input_files(path_or_payload))
+
+
 def open_page(page, server, name: str, query: str = "", timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     page.goto(f"{server.url}/{name}{('?' + query) if query else ''}", wait_until="domcontentloaded")
     wait_idle(page, timeout_ms)

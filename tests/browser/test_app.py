@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import pytest
 
 from browser_helpers import (MODEL_TIMEOUT_MS, act, assert_no_exception, click_key, existing_pages, new_context,
-                             open_page, running_server, screenshot, set_prompt, wait_idle)
+                             open_page, running_server, screenshot, set_prompt, upload, wait_idle)
 from engine import DecodeConfig, Trace
 from engine import decode
 from figures.labels import visible
@@ -214,12 +214,3 @@ def test_a_json_download_and_its_upload(page, server, browser, tmp_path):
         screenshot(page2, "uploaded_trace")
     finally:
         other.close()
-
-
-def upload(page, key: str, path_or_payload) -> None:
-    """Open the 'Open a trace file' expander and give the uploader with this key a file."""
-    box = page.locator(f".st-key-{key}")
-    if not box.is_visible():
-        page.get_by_text("Open a trace file").first.click()
-    target = page.locator(f".st-key-{key} input[type=file]")
-    act(page, lambda: target.set_input_files(path_or_payload))
