@@ -179,7 +179,8 @@ class BeamSearch(Runner):
 
         return Step(index=t, chosen_ids=[int(x) for x in self._last],
                     chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
-                    beam_node_ids=list(self.running_nodes), **dist)
+                    beam_node_ids=list(self.running_nodes), candidates=dist.candidates, entropy=dist.entropy,
+                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count)
 
     def _record_nodes(self, top_scores, top_beam, top_token, step_logprobs, *, kept: set, entered: set,
                       length: int) -> list[int]:

@@ -85,7 +85,7 @@ class Decoder(Runner):
 
         dist = candidates_record(lm, logits, shaped, config.top_n, must_include=(token,))
         stages = stages_record(lm.token_texts, self.processors, logits, staged,
-                               [c.token_id for c in dist["candidates"]])
+                               [c.token_id for c in dist.candidates])
         kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
                        beams=1, appended=fwd.appended, copied=0, cached_sequences=[context[0].tolist()])
         self.generated.append(token)
@@ -93,7 +93,8 @@ class Decoder(Runner):
         if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
             self.finished = True
         return Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
-                    kv=kv, stages=stages, **dist)
+                    kv=kv, stages=stages, candidates=dist.candidates, entropy=dist.entropy,
+                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count)
 
     def _choose(self, shaped: torch.Tensor) -> tuple[int, FeedBack | None, tuple | None]:
         """shaped: [V]. (token id, FeedBack or None, next input or None) for the configured strategy."""

@@ -1,6 +1,8 @@
 """Turn one step's tensors into plain records: candidates, fed-back vector, KV cache."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .kv import BLOCK_SIZE, paged_layout
@@ -11,8 +13,19 @@ from .trace import Candidate, FeedBack, KVStep, Neighbour
 NEIGHBOURS = 10
 
 
-def candidates_record(lm: LoadedModel, logits: torch.Tensor, shaped: torch.Tensor, top_n: int, must_include=()) -> dict:
-    """logits, shaped: [vocab] float32 raw and shaped scores. Returns the step's distribution fields."""
+@dataclass(frozen=True)
+class Distribution:
+    """One step's next-token distribution as a Step records it: the top candidates, before and after shaping."""
+    candidates: list[Candidate]     # top-N by raw logit, plus the chosen token if it ranked lower
+    entropy: float                  # of the raw distribution, in nats
+    shaped_entropy: float           # of the distribution after the strategy's processors
+    removed_mass: float             # raw probability of the tokens the processors cut
+    kept_count: int                 # tokens the processors left
+
+
+def candidates_record(lm: LoadedModel, logits: torch.Tensor, shaped: torch.Tensor, top_n: int,
+                      must_include=()) -> Distribution:
+    """logits, shaped: [vocab] float32 raw and shaped scores. Returns the step's distribution."""
     logprobs = torch.log_softmax(logits, dim=-1)
     probs = logprobs.exp()
     shaped_probs = torch.softmax(shaped, dim=-1)
@@ -29,7 +42,7 @@ def candidates_record(lm: LoadedModel, logits: torch.Tensor, shaped: torch.Tenso
             token_id=int(token_id), text=lm.token_texts[token_id], logit=float(logits[token_id]),
             prob=float(probs[token_id]), logprob=float(logprobs[token_id]), rank=rank,
             shaped_prob=float(shaped_probs[token_id]), kept=not bool(cut[token_id])))
-    return dict(
+    return Distribution(
         candidates=rows,
         entropy=float(entropy(probs)),
         shaped_entropy=float(entropy(shaped_probs)),
