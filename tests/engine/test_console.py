@@ -1,0 +1,106 @@
+"""The `decodescope` console script: `decode` is `python -m engine decode`, `run` starts Streamlit on app.py."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from engine import console
+from engine.__main__ import main as engine_main
+from tiny_models import ROOT
+
+PROMPT = "The capital of France is"
+
+
+def run_cli(capsys, monkeypatch, main, argv):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_decode_prints_what_python_m_engine_prints(capsys, monkeypatch, tiny_llama_folder, strategy):
+    lm, folder = tiny_llama_folder
+    argv = ["decode", "--model", folder, "--prompt", PROMPT, "--strategy", strategy, "--max-new-tokens", "6",
+            "--num-beams", "3"]
+    code, out, err = run_cli(capsys, monkeypatch, console.main, argv)
+    assert (code, err) == (0, "")
+    assert (code, out, err) == run_cli(capsys, monkeypatch, engine_main, argv)
+    # and what it prints is the model's own continuation, as transformers generates it
+    ids = torch.tensor([lm.tokenizer(PROMPT).input_ids])
+    beams = {"greedy": 1, "beam": 3}[strategy]
+    generated = lm.model.generate(ids, max_new_tokens=6, do_sample=False, num_beams=beams,
+                                  attention_mask=torch.ones_like(ids))[0, ids.shape[1]:]
+    text = lm.tokenizer.decode(generated, skip_special_tokens=True)
+    best = out.splitlines()[-1]
+    assert best.startswith("[0] cum_logprob") and best.endswith(f"  {text!r}")
+
+
+def test_decode_bad_input_is_one_line_with_status_2(capsys, monkeypatch, tiny_llama_folder):
+    code, out, err = run_cli(capsys, monkeypatch, console.main,
+                             ["decode", "--model", tiny_llama_folder[1], "--prompt", PROMPT, "--top-p", "5"])
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and "top_p" in err.replace("-", "_") and err.count("\n") == 1
+
+
+class FakeCall:
+    """Stands in for subprocess.call: records the command line instead of starting Streamlit."""
+
+    def __init__(self, returns=0, raises=None):
+        self.returns, self.raises, self.calls = returns, raises, []
+
+    def __call__(self, command, cwd=None):
+        self.calls.append((command, cwd))
+        if self.raises is not None:
+            raise self.raises
+        return self.returns
+
+
+def streamlit_command(host: str, port: int, *rest: str) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", host,
+            "--server.port", str(port), "--browser.gatherUsageStats", "false", *rest]
+
+
+def test_run_starts_streamlit_on_the_app_on_localhost_by_default(monkeypatch):
+    fake = FakeCall()
+    monkeypatch.setattr(console.subprocess, "call", fake)
+    assert console.main(["run"]) == 0
+    assert fake.calls == [(streamlit_command("localhost", 8501), ROOT)]
+
+
+def test_run_passes_host_port_and_any_other_streamlit_option(monkeypatch):
+    fake = FakeCall(returns=3)
+    monkeypatch.setattr(console.subprocess, "call", fake)
+    assert console.main(["run", "--host", "0.0.0.0", "--port", "8600", "--theme.base", "dark"]) == 3
+    assert fake.calls == [(streamlit_command("0.0.0.0", 8600, "--theme.base", "dark"), ROOT)]
+
+
+def test_run_stopped_with_ctrl_c_exits_cleanly(monkeypatch):
+    monkeypatch.setattr(console.subprocess, "call", FakeCall(raises=KeyboardInterrupt()))
+    assert console.main(["run"]) == 0
+
+
+def test_run_without_the_app_file_says_so(capsys, monkeypatch, tmp_path):
+    fake = FakeCall()
+    monkeypatch.setattr(console.subprocess, "call", fake)
+    monkeypatch.setattr(console, "APP", tmp_path / "app.py")
+    assert console.main(["run"]) == 2
+    assert fake.calls == [] and "app.py is missing" in capsys.readouterr().err
+
+
+def test_no_command_prints_usage_and_returns_2(capsys):
+    assert console.main([]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("usage: decodescope run") and "decodescope decode" in out
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_prints_usage_and_returns_0(capsys, flag):
+    assert console.main([flag]) == 0
+    assert capsys.readouterr().out.startswith("usage: decodescope run")
