@@ -1,0 +1,111 @@
+"""The engine package's shape, read from its source (no module is imported).
+
+Two rules:
+1. No import cycle between engine modules. Every import counts, the ones written inside functions too:
+   deferring an import to a function hides a cycle from Python, not from the reader.
+2. No engine module has the name of something engine/__init__ exports. If `engine.decode` were both the
+   module engine/decode.py and the function `decode` re-exported from the package, the attribute would be
+   whichever was bound last, and `import engine.decode` anywhere would silently replace the function.
+   A module may still define a function of its own name (engine/explain.py's `explain`, engine/served_decode.py's
+   `served_decode`) as long as the package does not re-export it: then `engine.explain` is only ever the module.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+from tiny_models import ROOT
+
+ENGINE = ROOT / "engine"
+PACKAGE = "engine"
+
+
+def module_name(path: Path) -> str:
+    return PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
+
+
+def engine_imports(path: Path, modules: set[str]) -> set[str]:
+    """The engine modules (of `modules`) this file imports, at any depth; `from engine import x` counts as the
+    package itself unless x is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level <= 1:      # level 2 and up is outside the package
+            base = (PACKAGE + (f".{node.module}" if node.module else "")) if node.level else (node.module or "")
+            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                         for alias in node.names)
+    return found & modules
+
+
+def import_graph(folder: Path = ENGINE) -> nx.DiGraph:
+    files = list(folder.glob("*.py"))
+    modules = {module_name(p) for p in files}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for path in files:
+        graph.add_edges_from((module_name(path), target) for target in engine_imports(path, modules))
+    return graph
+
+
+def package_exports(folder: Path = ENGINE) -> set[str]:
+    """Names engine/__init__ binds: what it imports and what __all__ lists."""
+    names = set()
+    for node in ast.parse((folder / "__init__.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            names.update(ast.literal_eval(node.value))
+    return names
+
+
+def shadowed(folder: Path = ENGINE) -> set[str]:
+    """Engine modules named like something the package exports."""
+    return {p.stem for p in folder.glob("*.py")} & package_exports(folder)
+
+
+def fake_engine(tmp_path: Path, files: dict[str, str]) -> Path:
+    folder = tmp_path / PACKAGE
+    folder.mkdir()
+    for name, text in {"__init__": "", **files}.items():
+        (folder / f"{name}.py").write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_the_graph_reads_every_kind_of_engine_import(tmp_path):
+    folder = fake_engine(tmp_path, {"b": "", "c": "", "d": "", "a": "from .b import x\n"
+                                                                       "import os\n"
+                                                                       "def f():\n"
+                                                                       "    from . import c\n"
+                                                                       "    import engine.d\n"
+                                                                       "    from engine import thing\n"
+                                                                       "    from .. import elsewhere\n"})
+    assert set(import_graph(folder).edges) == {("engine.a", t) for t in ("engine.b", "engine.c", "engine.d", "engine")}
+
+
+def test_a_cycle_through_a_deferred_import_is_found(tmp_path):
+    folder = fake_engine(tmp_path, {"runner": "from .beam import BeamSearch\n",
+                                    "beam": "def make():\n    from .runner import Runner\n"})
+    assert sorted(nx.find_cycle(import_graph(folder))) == [("engine.beam", "engine.runner"),
+                                                           ("engine.runner", "engine.beam")]
+
+
+def test_a_module_named_like_an_export_is_found(tmp_path):
+    folder = fake_engine(tmp_path, {"__init__": "from .strategies import decode\n__all__ = ['decode']\n",
+                                    "strategies": "", "decode": "", "explain": "def explain(): ...\n"})
+    assert shadowed(folder) == {"decode"}
+
+
+def test_engine_has_no_import_cycle():
+    graph = import_graph()
+    assert {"engine.strategies", "engine.beam", "engine.runner"} <= set(graph)
+    assert ("engine.strategies", "engine.beam") in graph.edges
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import cycles in engine/: " + "; ".join(" -> ".join(c + c[:1]) for c in cycles)
+
+
+def test_no_engine_module_is_named_like_a_package_export():
+    assert {"decode", "make_runner", "load_model", "Trace"} <= package_exports()
+    assert not shadowed(), f"engine modules named like a package export: {sorted(shadowed())}"
