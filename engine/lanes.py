@@ -67,8 +67,6 @@ class LaneBatch:
             out.past_key_values.batch_repeat_interleave(n)
             self._past = out.past_key_values
             appended = ids.shape[1]
-            for lane in self.lanes:
-                lane._prefill_s = prefill_s
         else:
             embeds = torch.cat([self._input_row(lane) for lane in self.lanes])         # [n, 1, hidden]
             out = self.lm.model(inputs_embeds=embeds, past_key_values=self._past, use_cache=True, **self._fwd)
@@ -77,13 +75,14 @@ class LaneBatch:
             nbytes = total // n                                                        # each lane's share
             logits = out.logits[:, -1].to("cpu", torch.float32)
             appended = 1
+            prefill_s = None
         seconds = time.perf_counter() - t0
         go_on = True
         for i, lane in enumerate(self.lanes):
             if lane.finished:
                 continue
             fwd = Forward(logits=logits[i:i + 1], appended=appended, cache_rows=rows, cache_bytes=nbytes)
-            step = lane.keep(lane.choose_after(fwd), seconds)
+            step = lane.keep(lane.choose_after(fwd), seconds, prefill_s=prefill_s)
             if on_step is not None and on_step(i, step) is False:
                 go_on = False
         return go_on and not self.finished

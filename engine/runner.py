@@ -85,8 +85,11 @@ class Runner:
         t0 = time.perf_counter()
         return self.keep(self._advance(), time.perf_counter() - t0)
 
-    def keep(self, step: Step, seconds: float) -> Step:
-        """Add a recorded step, with the wall time it took."""
+    def keep(self, step: Step, seconds: float, prefill_s: float | None = None) -> Step:
+        """Add a recorded step, with the wall time it took. prefill_s: the prompt's forward pass, when it ran
+        outside this runner (a lane batch runs one prefill for all its lanes)."""
+        if prefill_s is not None:
+            self._prefill_s = prefill_s
         step = dataclasses.replace(step, seconds=seconds)
         self.steps.append(step)
         return step
@@ -109,6 +112,11 @@ class Runner:
         _, rows, nbytes = cache_size(self._past)
         return Forward(logits=out.logits[:, -1].to("cpu", torch.float32), appended=new.shape[0] * new.shape[1],
                        cache_rows=rows, cache_bytes=nbytes)
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes the KV cache holds now, read off its tensors (0 before the first forward pass)."""
+        return cache_size(self._past)[2]
 
     # ---- whole run -----------------------------------------------------------
     def run(self) -> Trace:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 from engine import DecodeConfig, LoadedModel, Trace, make_runner
 from engine.decoder import Decoder
-from engine.kv import cache_size
 from engine.runner import Runner
 
 OPENINGS_MAX_BYTES = 64 * 2**20     # KV cache kept for first steps, all prompts together
@@ -60,7 +59,7 @@ class _Openings:
         first = runner.copy()
         if first is None:
             return
-        size = cache_size(first._past)[2]
+        size = first.cache_bytes
         if size > self.max_bytes:
             return
         with self._lock:

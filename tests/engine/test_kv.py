@@ -109,3 +109,17 @@ def test_cache_steps_block_size(llama, block_size):
     for t, cs in enumerate(cache_steps(trace, 256, block_size=block_size)):
         assert len(cs.paged_blocks) == math.ceil((P + t) / block_size)
         assert cs.paged_bytes == math.ceil((P + t) / block_size) * block_size * 256
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_a_runner_reports_the_bytes_its_cache_holds(llama, beams):
+    from engine import make_runner
+
+    config = DecodeConfig(strategy="beam", num_beams=beams) if beams > 1 else DecodeConfig()
+    runner = make_runner(llama, PROMPT, config.replace(max_new_tokens=4))
+    P = len(runner.prompt_ids)
+    assert runner.cache_bytes == 0                          # nothing run yet
+    for taken in range(1, 4):
+        runner.step()
+        rows = P + taken - 1                                # the prompt, then one row per token fed back
+        assert runner.cache_bytes == beams * rows * hand_bytes_per_row(llama)

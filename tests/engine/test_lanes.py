@@ -81,3 +81,11 @@ def test_beam_and_mixed_chat_are_refused(tiny):
         LaneBatch(tiny, PROMPT, [DecodeConfig(), DecodeConfig(chat=True)])
     with pytest.raises(ConfigError, match="lanes"):
         LaneBatch(tiny, PROMPT, [])
+
+
+def test_every_lane_reports_the_shared_prefill_time(tiny):
+    traces = decode_lanes(tiny, PROMPT, LANES[:3])
+    prefill = {trace.timings["prefill_s"] for trace in traces}
+    assert len(prefill) == 1                                        # one pass, one time, for all lanes
+    (seconds,) = prefill
+    assert 0 < seconds <= min(trace.steps[0].seconds for trace in traces)   # part of the first step
