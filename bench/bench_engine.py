@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from engine import DecodeConfig, decode, load_model
+from engine import DecodeConfig, LoadedModel, decode, load_model
 from engine.decoder import Decoder
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
@@ -49,7 +49,7 @@ def timed(fn):
     return time.perf_counter() - t, out
 
 
-def tokens_per_s(lm, tokens: int, rounds: int):
+def tokens_per_s(lm: LoadedModel, tokens: int, rounds: int):
     ids = torch.tensor([lm.tokenizer(PROMPT)["input_ids"]])
     mask = torch.ones_like(ids)
     ours, ref, ours_beam, ref_beam = [], [], [], []
@@ -67,7 +67,7 @@ def tokens_per_s(lm, tokens: int, rounds: int):
     return [statistics.median(x) for x in (ours, ref, ours_beam, ref_beam)]
 
 
-def step_seconds(lm, strategy: str, steps: int = 32) -> float:
+def step_seconds(lm: LoadedModel, strategy: str, steps: int = 32) -> float:
     dec = Decoder(lm, PROMPT, DecodeConfig(strategy=strategy, max_new_tokens=steps + 1))
     dec.step()                      # prefill is not a step of interest
     times = []

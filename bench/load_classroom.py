@@ -24,10 +24,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, MODEL_TIMEOUT_MS, QUIET_MS, exception_texts,
                                            new_context, running_server)
+
+if TYPE_CHECKING:       # for annotations only: main() imports the engine when it runs
+    from engine import LoadedModel
 
 TEMPERATURE = 0.8
 LANE = ".st-key-cmp_lane_temperature"
@@ -82,7 +86,7 @@ def lane_tokens(page) -> list:
     return [t.split(": ", 1)[1].split(" · p = ")[0] for t in titles]
 
 
-def expected_tokens(lm, s: Session, tokens: int) -> list:
+def expected_tokens(lm: LoadedModel, s: Session, tokens: int) -> list:
     from engine import DecodeConfig
     from engine import decode
     from figures.labels import visible
@@ -156,7 +160,7 @@ def rss_mb(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def classroom(browser, base: str, server_pid: int | None, lm, sessions: int, tokens: int, report=print) -> dict:
+def classroom(browser, base: str, server_pid: int | None, lm: LoadedModel, sessions: int, tokens: int, report=print) -> dict:
     """Warm up with one session, then run all at once. Returns figures and problems."""
     figures = {"sessions": sessions, "tokens": tokens}
     if server_pid:

@@ -46,6 +46,9 @@ import inspect
 import math
 from statistics import median
 
+from .model import LoadedModel
+from .trace import Trace
+
 FINDINGS_KEY = "explain"
 FINDINGS_VERSION = 1
 
@@ -329,7 +332,7 @@ def _departure_record(p: _Position, unknown: bool = False, mixture: bool = False
 
 
 # ---- replay ------------------------------------------------------------------------
-def replay_greedy(lm, trace, step: int, sequence: int = 0, keep_pick: bool = True):
+def replay_greedy(lm: LoadedModel, trace: Trace, step: int, sequence: int = 0, keep_pick: bool = True) -> Trace:
     """Decode again: the sequence's own tokens forced up to `step`, greedy from then on.
 
     keep_pick=True forces steps 0..step (the token at `step` stays, only later randomness is

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine import DecodeScopeError
+from engine import DecodeScopeError, LoadedModel, Trace
 from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
 from engine.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
@@ -66,7 +66,7 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         st.dataframe(rows, hide_index=True, width="stretch")
 
 
-def render_lens(lm, trace, cursor: int, key: str) -> None:
+def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
     """The logit lens over the steps so far, on demand (it costs a forward pass and a projection per layer)."""
     with st.expander(t("pipeline.lens_title"), icon="🔭"):
         st.caption(t("pipeline.lens_intro"))
@@ -100,7 +100,7 @@ def render_lens(lm, trace, cursor: int, key: str) -> None:
         st.plotly_chart(sized(lens_figure(lens, current=cursor, texts=words)), key=f"{key}_fig", width="stretch")
 
 
-def render_escape(trace, key: str, can_decode: bool, on_decode=None, lm=None) -> None:
+def render_escape(trace: Trace, key: str, can_decode: bool, on_decode=None, lm: LoadedModel | None = None) -> None:
     """When the run loops: the escape grid, and a button that decodes again with the best cell.
 
     With the model (lm) the grid reads the loop step's full logits; without it, the recorded candidates.

@@ -19,7 +19,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from engine import FEEDBACK_STRATEGIES, DecodeScopeError
+from engine import FEEDBACK_STRATEGIES, DecodeScopeError, LoadedModel, Trace
 from engine.explain import findings_of as _findings_of
 from engine.explain import replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
@@ -52,7 +52,7 @@ def flagged_steps(trace, sequence: int = 0) -> set:
     return _flagged(findings_of(trace), sequence)
 
 
-def render_what_happened(trace, key_prefix: str, lm=None) -> int | None:
+def render_what_happened(trace: Trace, key_prefix: str, lm: LoadedModel | None = None) -> int | None:
     """Draw the panel for `trace`; return the 0-based step whose jump button was clicked, else None.
 
     lm: the model for the replay; by default the shared model named by the trace.
@@ -177,7 +177,8 @@ def _p(value) -> str:
 
 
 # ---- replay from a flagged step --------------------------------------------------------
-def _replay_section(trace, sequence: int, found: dict, events: list, key_prefix: str, lm) -> None:
+def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_prefix: str,
+                    lm: LoadedModel | None) -> None:
     S = st.session_state
     candidates = sorted({e["step"] for e in events if e["kind"] in REPLAY_KINDS})
     if not candidates or served_facts(trace) is not None:      # a replay needs the model's weights
