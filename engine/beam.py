@@ -5,7 +5,7 @@ Each step, for B beams over a vocabulary of V (one prompt; transformers adds a b
   2. log-softmax, then the processors (repetition penalty), plus each beam's running score;
   3. `top_k_continuations`: the top K = 2B of the B*V continuations (beam = i // V, token = i % V);
   4. `running_beams_for_next_iteration`: the best B that did not hit end-of-text or max length;
-  5. `update_finished_beams`: hits among the first B, scored cum_logprob / length ** length_penalty,
+  5. `update_finished_beams`: those of the first B that ended, scored cum_logprob / length ** length_penalty,
      merged into the finished set (best B kept);
   6. `early_stop_heuristic` and `has_unfinished_sequences`: stop when no running beam can beat
      the finished ones, when every slot is finished and early_stopping is on, or at max length.
@@ -21,10 +21,10 @@ import torch
 from .config import DecodeConfig
 from .errors import ConfigError
 from .model import LoadedModel
-from .record import candidates_record, kv_record
-from .runner import Runner
+from .record import Distribution, candidates_record, kv_record
+from .runner import Forward, Runner
 from .shaping import shape
-from .trace import Node, Sequence, Step
+from .trace import KVStep, Node, Sequence, Step
 
 NEG = -1.0e9   # transformers' "never choose this" score
 
@@ -38,28 +38,29 @@ def top_k_continuations(accumulated: torch.Tensor, k: int) -> tuple[torch.Tensor
     return scores, index // vocab, index % vocab
 
 
-def running_beams_for_next_iteration(top_scores: torch.Tensor, hits: torch.Tensor,
+def running_beams_for_next_iteration(top_scores: torch.Tensor, reached_stop: torch.Tensor,
                                      num_beams: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """top_scores, hits: [K]. The best `num_beams` continuations that did not just finish.
+    """top_scores, reached_stop: [K]. The best `num_beams` continuations that did not just finish.
     Returns (positions into the K [B], their running scores [B])."""
-    running = top_scores + hits.to(torch.float32) * NEG       # a finished continuation never runs on
+    running = top_scores + reached_stop.to(torch.float32) * NEG       # a finished continuation never runs on
     pick = torch.topk(running, k=num_beams).indices
     return pick, running[pick]
 
 
 def update_finished_beams(done_scores: torch.Tensor, done_flags: torch.Tensor, top_scores: torch.Tensor,
-                          hits: torch.Tensor, *, length: int, length_penalty: float, early_stopping,
+                          reached_stop: torch.Tensor, *, length: int, length_penalty: float, early_stopping,
                           can_improve: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Merge this step's finished continuations into the finished set.
 
     done_scores, done_flags: [B] the finished set so far (NEG / False in empty slots);
-    top_scores, hits: [K] this step's continuations. Only hits among the first B may enter,
+    top_scores, reached_stop: [K] this step's continuations and whether each ended (end-of-text or max
+    length). Only those that ended among the first B may enter,
     scored top_score / length ** length_penalty; none enter once every slot is full under
     early_stopping=True, or once the search cannot improve.
     Returns (merged_pick [B] indices into cat(done, continuations), scores [B], flags [B],
     just_done [K])."""
     B, K = done_scores.shape[0], top_scores.shape[0]
-    just_done = hits & (torch.arange(K) < B)
+    just_done = reached_stop & (torch.arange(K) < B)
     candidates = top_scores / (length ** length_penalty)
     candidates = candidates + float(bool(done_flags.all()) and early_stopping is True) * NEG
     candidates = candidates + float(not can_improve) * NEG
@@ -84,12 +85,15 @@ def early_stop_heuristic(can_improve: bool, running_scores: torch.Tensor, done_s
     return can_improve and bool((best_possible > worst_done).any())
 
 
-def has_unfinished_sequences(can_improve: bool, done_flags: torch.Tensor, hits: torch.Tensor,
+def has_unfinished_sequences(can_improve: bool, done_flags: torch.Tensor, reached_stop: torch.Tensor,
                              early_stopping) -> bool:
     """Go on while improvement is possible, a slot is still open (under early_stopping=True),
-    and some continuation did not hit end-of-text or max length."""
+    and some continuation did not hit end-of-text or max length.
+
+    done_flags: [B] which slots of the finished set are filled; reached_stop: [K] (K = 2B) whether each of
+    this step's continuations ended; can_improve: the result of `early_stop_heuristic`."""
     open_slot = not (bool(done_flags.all()) and early_stopping is True)
-    return can_improve and open_slot and not bool(hits.all())
+    return can_improve and open_slot and not bool(reached_stop.all())
 
 
 # ---- the search, recorded --------------------------------------------------------------
@@ -114,6 +118,7 @@ class BeamSearch(Runner):
         self._last: torch.Tensor | None = None              # [B] the running beams' last tokens
 
     def _advance(self) -> Step:
+        """One step of the search (1-6 in the module docstring), with its tree nodes, distribution and KV account."""
         lm, cfg = self.lm, self.config
         B, P, t = cfg.num_beams, len(self.prompt_ids), len(self.steps)
         eos = set(lm.eos_token_ids)
@@ -131,18 +136,18 @@ class BeamSearch(Runner):
 
         # 3. the top K continuations over all beams, and which of them end here
         top_scores, top_beam, top_token = top_k_continuations(accumulated, K)
-        hits = torch.tensor([int(tok) in eos or cur_len + 1 >= max_length for tok in top_token])
+        reached_stop = torch.tensor([int(tok) in eos or cur_len + 1 >= max_length for tok in top_token])   # [K]
 
         # 4. the best B unfinished continue (computed before 5, as transformers does)
-        running_pick, running_scores = running_beams_for_next_iteration(top_scores, hits, B)
+        running_pick, running_scores = running_beams_for_next_iteration(top_scores, reached_stop, B)
 
         # 5. finished continuations merged into the finished set
         length = cur_len + 1 - P
         merged_pick, done_scores, done_flags, just_done = update_finished_beams(
-            self.done_scores, self.done_flags, top_scores, hits, length=length,
+            self.done_scores, self.done_flags, top_scores, reached_stop, length=length,
             length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping, can_improve=self.can_improve)
-        # only real hits enter: in float32, score + NEG ties with the empty slots' NEG, so topk
-        # may pick a non-hit continuation to fill an empty slot; it must stay empty (and pruned)
+        # only continuations that really ended enter: in float32, score + NEG ties with the empty slots' NEG,
+        # so topk may pick one that did not end to fill an empty slot; that slot must stay empty (and it pruned)
         entered = {i - B for i in merged_pick.tolist() if i >= B and bool(just_done[i - B])}
 
         node_ids = self._record_nodes(top_scores, top_beam, top_token, step_logprobs,
@@ -153,10 +158,9 @@ class BeamSearch(Runner):
                      for i in merged_pick.tolist()]
         self.done_scores, self.done_flags = done_scores, done_flags
 
-        # the distribution shown is that of the beam the new best running beam extends
-        best = int(top_beam[running_pick[0]])
-        dist = candidates_record(lm, fwd.logits[best], torch.log_softmax(step_logprobs[best], -1), cfg.top_n,
-                                 must_include=(int(top_token[running_pick[0]]),))
+        # the records: the distribution shown, then (after the reorder) the cache
+        dist = self._record_distribution(fwd, step_logprobs, beam=int(top_beam[running_pick[0]]),
+                                         token=int(top_token[running_pick[0]]))
 
         # the new running beams, and the cache reordered to match
         parent_slots = top_beam[running_pick]
@@ -165,22 +169,36 @@ class BeamSearch(Runner):
         self.running_scores = running_scores
         self._last = top_token[running_pick]
         self._past.reorder_cache(parent_slots.to(self.lm.device))
-        copied = sum(cur_len for slot, src in enumerate(parent_slots.tolist()) if slot != src)
-        kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
-                       beams=B, appended=fwd.appended, copied=copied,
-                       cached_sequences=[self.prompt_ids + self.running[slot][:-1] for slot in range(B)])
+        kv = self._record_kv(fwd, parent_slots, cur_len)
 
         # 6. stop?
         self.can_improve = early_stop_heuristic(
             self.can_improve, self.running_scores, self.done_scores, self.done_flags, cur_len=cur_len + 1,
             max_length=max_length, prompt_len=P, early_stopping=cfg.early_stopping,
             length_penalty=cfg.length_penalty)
-        self.finished = not has_unfinished_sequences(self.can_improve, self.done_flags, hits, cfg.early_stopping)
+        self.finished = not has_unfinished_sequences(self.can_improve, self.done_flags, reached_stop,
+                                                     cfg.early_stopping)
 
         return Step(index=t, chosen_ids=[int(x) for x in self._last],
                     chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
                     beam_node_ids=list(self.running_nodes), candidates=dist.candidates, entropy=dist.entropy,
                     shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count)
+
+    def _record_distribution(self, fwd: Forward, step_logprobs: torch.Tensor, *, beam: int, token: int) -> Distribution:
+        """The distribution a step shows: that of `beam`, the beam the new best running beam extends with `token`.
+
+        fwd.logits, step_logprobs: [B, V] raw scores and shaped log-probs of every running beam."""
+        return candidates_record(self.lm, fwd.logits[beam], torch.log_softmax(step_logprobs[beam], -1),
+                                 self.config.top_n, must_include=(token,))
+
+    def _record_kv(self, fwd: Forward, parent_slots: torch.Tensor, cur_len: int) -> KVStep:
+        """The cache after this step's reorder. parent_slots: [B] the slot each new running beam came from;
+        a beam that moved slot had its cur_len rows copied. Call after `self.running` holds the new beams."""
+        B = self.config.num_beams
+        copied = sum(cur_len for slot, src in enumerate(parent_slots.tolist()) if slot != src)
+        return kv_record(self.lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows,
+                         cache_bytes=fwd.cache_bytes, beams=B, appended=fwd.appended, copied=copied,
+                         cached_sequences=[self.prompt_ids + self.running[slot][:-1] for slot in range(B)])
 
     def _record_nodes(self, top_scores, top_beam, top_token, step_logprobs, *, kept: set, entered: set,
                       length: int) -> list[int]:

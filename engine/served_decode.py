@@ -183,12 +183,12 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                 # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
                 ends[b, j] = text == "" and (j > 0 or reason == "stop")
         top_scores, top_beam, top_col = top_k_continuations(table, K)
-        hits = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
+        reached_stop = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
                              for b, c in zip(top_beam.tolist(), top_col.tolist())])
-        pick, new_scores = running_beams_for_next_iteration(top_scores, hits, B)
+        pick, new_scores = running_beams_for_next_iteration(top_scores, reached_stop, B)
         length = t + 1
         merged, done_scores_new, done_flags_new, just_done = update_finished_beams(
-            done_scores, done_flags, top_scores, hits, length=length, length_penalty=config.length_penalty,
+            done_scores, done_flags, top_scores, reached_stop, length=length, length_penalty=config.length_penalty,
             early_stopping=config.early_stopping, can_improve=can_improve)
         entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
         kept = set(pick.tolist())
@@ -223,7 +223,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                                            max_length=config.max_new_tokens, prompt_len=0,
                                            early_stopping=config.early_stopping,
                                            length_penalty=config.length_penalty)
-        if stopped or not has_unfinished_sequences(can_improve, done_flags, hits, config.early_stopping):
+        if stopped or not has_unfinished_sequences(can_improve, done_flags, reached_stop, config.early_stopping):
             break
     sequences = []
     for slot in range(config.num_return_sequences):

@@ -46,12 +46,12 @@ def test_running_beams_for_next_iteration(seed, B, V):
     g = torch.Generator().manual_seed(100 + seed)
     K = 2 * B
     top_scores = torch.sort(-torch.rand(K, generator=g) * 10, descending=True).values
-    hits = torch.rand(K, generator=g) < 0.4
-    pick, running = running_beams_for_next_iteration(top_scores, hits, B)
+    reached_stop = torch.rand(K, generator=g) < 0.4
+    pick, running = running_beams_for_next_iteration(top_scores, reached_stop, B)
 
     positions = torch.arange(K).reshape(1, K, 1)          # each continuation carries its own position
     hf_sequences, hf_scores, _ = HF._get_running_beams_for_next_iteration(
-        HF, top_scores[None], positions, positions.clone(), hits[None], num_beams=B)
+        HF, top_scores[None], positions, positions.clone(), reached_stop[None], num_beams=B)
     assert torch.equal(pick, hf_sequences[0, :, 0])
     assert torch.equal(running, hf_scores[0])
 
@@ -64,11 +64,11 @@ def test_update_finished_beams(seed, B, V, early_stopping, length_penalty):
     K, prompt_len, cur_len = 2 * B, 4, 7
     done_scores, done_flags = _finished_set(g, B)
     top_scores = torch.sort(-torch.rand(K, generator=g) * 10, descending=True).values
-    hits = torch.rand(K, generator=g) < 0.5
+    reached_stop = torch.rand(K, generator=g) < 0.5
     can_improve = bool(torch.rand(1, generator=g) < 0.8)
     length = cur_len + 1 - prompt_len
     pick, scores, flags, just_done = update_finished_beams(
-        done_scores, done_flags, top_scores, hits, length=length, length_penalty=length_penalty,
+        done_scores, done_flags, top_scores, reached_stop, length=length, length_penalty=length_penalty,
         early_stopping=early_stopping, can_improve=can_improve)
 
     # the row index says where each entry came from: 0..B-1 old slots, B.. the continuations
@@ -77,13 +77,13 @@ def test_update_finished_beams(seed, B, V, early_stopping, length_penalty):
     hf_sequences, hf_scores, _, hf_flags = HF._update_finished_beams(
         HF, old, new, done_scores[None], top_scores[None], old.clone(), new.clone(),
         is_early_stop_heuristic_unsatisfied=torch.tensor([[can_improve]]), is_sent_finished=done_flags[None],
-        next_token_hits_stopping_criteria=hits[None], top_num_beam_mask=torch.arange(K) < B, num_beams=B,
+        next_token_hits_stopping_criteria=reached_stop[None], top_num_beam_mask=torch.arange(K) < B, num_beams=B,
         cur_len=cur_len, decoder_prompt_len=prompt_len, length_penalty=length_penalty,
         early_stopping=early_stopping)
     assert torch.equal(pick, hf_sequences[0, :, 0])
     assert torch.equal(scores, hf_scores[0])
     assert torch.equal(flags, hf_flags[0])
-    assert torch.equal(just_done, hits & (torch.arange(K) < B))
+    assert torch.equal(just_done, reached_stop & (torch.arange(K) < B))
 
 
 @pytest.mark.parametrize("seed,B,V", CASES)
@@ -110,11 +110,11 @@ def test_has_unfinished_sequences(seed, early_stopping):
     g = torch.Generator().manual_seed(400 + seed)
     B = 1 + seed % 4
     done_flags = torch.rand(B, generator=g) < 0.6
-    hits = torch.rand(2 * B, generator=g) < 0.6
+    reached_stop = torch.rand(2 * B, generator=g) < 0.6
     for can_improve in (True, False):
-        ours = has_unfinished_sequences(can_improve, done_flags, hits, early_stopping)
-        hf = HF._beam_search_has_unfinished_sequences(torch.tensor([[can_improve]]), done_flags[None], hits[None],
-                                                      early_stopping)
+        ours = has_unfinished_sequences(can_improve, done_flags, reached_stop, early_stopping)
+        hf = HF._beam_search_has_unfinished_sequences(torch.tensor([[can_improve]]), done_flags[None],
+                                                      reached_stop[None], early_stopping)
         assert ours == bool(hf)
 
 
@@ -124,6 +124,6 @@ def test_the_cases_reach_both_outcomes():
     for seed in range(12):
         g = torch.Generator().manual_seed(400 + seed)
         B = 1 + seed % 4
-        done_flags, hits = torch.rand(B, generator=g) < 0.6, torch.rand(2 * B, generator=g) < 0.6
-        outcomes.add(has_unfinished_sequences(True, done_flags, hits, True))
+        done_flags, reached_stop = torch.rand(B, generator=g) < 0.6, torch.rand(2 * B, generator=g) < 0.6
+        outcomes.add(has_unfinished_sequences(True, done_flags, reached_stop, True))
     assert outcomes == {True, False}

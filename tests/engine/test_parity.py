@@ -71,7 +71,7 @@ def eos_lm(request):
 
 @pytest.mark.parametrize("num_beams", [2, 3, 5])
 @pytest.mark.parametrize("length_penalty", [1.0, 0.6, 2.0])
-@pytest.mark.parametrize("early_stopping", [False, True])
+@pytest.mark.parametrize("early_stopping", [False, True, "never"])
 def test_beam_matches_generate(eos_lm, num_beams, length_penalty, early_stopping):
     prompt = "The capital of France is"
     cfg = DecodeConfig(strategy="beam", num_beams=num_beams, length_penalty=length_penalty,
