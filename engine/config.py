@@ -78,6 +78,8 @@ class DecodeConfig:
                         if float(value) != int(value):
                             raise TypeError
                     clean[key] = int(value)
+                    if abs(clean[key]) > 2**53:     # 1e300 is a whole number too, but no setting is that big
+                        raise ValueError
                 elif kind == "float":
                     if isinstance(value, bool):
                         raise TypeError

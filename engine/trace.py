@@ -336,14 +336,15 @@ def _field(d, key: str, read, default=_REQUIRED):
 
 
 def _each(d, key: str, read, label: str | None = None, default=_REQUIRED) -> list:
-    """[read(x) for x in d[key]], naming the item in any error: 'candidate 2' (label given) or 'chosen_ids[2]'."""
+    """[read(x) for x in d[key]], naming the item in any error: 'candidate 3' (label given; counted from 1,
+    as pages count) or 'chosen_ids[2]' (the file's own index)."""
     def items(values):
         out = []
         for i, value in enumerate(_list(values)):
             try:
                 out.append(read(value))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise _located(f"{label} {i}" if label else f"{key}[{i}]", exc) from None
+                raise _located(f"{label} {i + 1}" if label else f"{key}[{i}]", exc) from None
         return out
 
     try:
@@ -365,15 +366,23 @@ def _num(value) -> float:
         return float("-inf")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a number, got {_kind(value)}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:           # a whole number of 400 digits
+        raise ValueError("expected a finite number, got a whole number too large for one") from None
     if not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {value}")
     return value
 
 
+MAX_WHOLE = 2**53               # every count, id and size in a real trace is far below; a float holds it exactly
+
+
 def _int(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"expected a whole number, got {_short(value)}")
+    if abs(value) > MAX_WHOLE:      # 10**400 would overflow where a page turns it into a float or a size
+        raise ValueError(f"expected a whole number up to {MAX_WHOLE:,}, got one with {len(str(abs(value)))} digits")
     return value
 
 
@@ -486,19 +495,24 @@ def _plain_dict(value) -> dict:
     and whose text is real Unicode, so it can be shown and saved again."""
     if not isinstance(value, dict):
         raise TypeError(f"expected an object, got {_kind(value)}")
-    stack = [value]
+    stack = [("", value)]
     while stack:                     # nesting is bounded by MAX_DEPTH before parsing
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                _utf8(key)
-                stack.append(inner)
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            _utf8(item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"expected finite numbers, got {item}")
+        place, item = stack.pop()
+        try:
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    _utf8(key)
+                    stack.append((f"{place}.{key}" if place else key, inner))
+            elif isinstance(item, list):
+                stack.extend((f"{place}[{i}]", inner) for i, inner in enumerate(item))
+            elif isinstance(item, str):
+                _utf8(item)
+            elif isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"expected finite numbers, got {item}")
+            elif isinstance(item, int) and not isinstance(item, bool):
+                _int(item)
+        except ValueError as exc:
+            raise ValueError(f"{place[:60]}: {exc}" if place else str(exc)) from None
     return value
 
 
@@ -519,7 +533,7 @@ def _build_trace(d: dict) -> Trace:
     return Trace(model=_field(d, "model", _str), prompt=_field(d, "prompt", _str),
                  prompt_token_ids=_each(d, "prompt_token_ids", _int), config=config,
                  steps=_each(d, "steps", _step, "step"), sequences=_each(d, "sequences", _sequence, "sequence"),
-                 nodes=_each(d, "nodes", _node, "node", default=[]),
+                 nodes=_each(d, "nodes", _node, default=[]),      # 'nodes[3]': a node's own name is its id
                  model_facts=_field(d, "model_facts", _plain_dict, {}),
                  versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
                  forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),

@@ -6,9 +6,14 @@ root or take `exp(logprob)` without meeting a missing id, a cycle or an overflow
 bounds the work one file can cause: at most `max_new_tokens` steps, `top_n` (+1) candidates
 per step and `2 * num_beams` tree nodes per step.
 
-`check(trace)` raises TraceFormatError naming the first problem ("step 3: chosen token 999999
-is outside the vocabulary of 49,152"). Steps, candidates, nodes and sequences are numbered
-from 0, as they are in the file and in the CLI table.
+`check(trace)` raises TraceFormatError naming the first problem ("step 4: chosen token 999999
+is outside the vocabulary of 49,152"). Steps, candidates, stages, sequences and their tokens are
+counted from 1, as every page and the CLI count them; a node is named by its id, as the file
+names it.
+
+The checks are written out here rather than in a schema library: nearly all of them relate one
+part of the file to another (a parent one step before its child, a sequence equal to its beam
+path, ids below the file's own vocabulary size), which a JSON schema cannot say.
 """
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from .errors import TraceFormatError
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
+MAX_PROMPT_TOKENS = 32_768 # when the file does not say its context length; pages loop over the prompt
+STAGE_NAMES = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
 STATUSES = ("kept", "pruned", "finished")
 
 # model_facts keys the pages read, and the type each must have
@@ -53,8 +61,12 @@ class _Checker:
 
     def run(self) -> None:
         self.facts()
-        for i, token_id in enumerate(self.trace.prompt_token_ids):
-            self.token(token_id, f"prompt token {i}", "id")
+        prompt = self.trace.prompt_token_ids
+        most = self.trace.model_facts.get("context_length") or MAX_PROMPT_TOKENS
+        if len(prompt) > most:
+            _fail(f"its prompt has {len(prompt):,} tokens, more than the {most:,} a model reads at once")
+        for i, token_id in enumerate(prompt):
+            self.token(token_id, f"prompt token {i + 1}", "id")
         self.steps()
         self.nodes()
         self.sequences()
@@ -92,9 +104,9 @@ class _Checker:
         most_candidates = config.top_n + 1          # the top-N, plus the chosen token when ranked below them
         most_chosen = config.num_beams if self.beam else 1
         for i, step in enumerate(steps):
-            where = f"step {i}"
+            where = f"step {i + 1}"
             if step.index != i:
-                _fail(f"{where}: its index is {step.index}; steps must be numbered 0, 1, 2, ... in order")
+                _fail(f"{where}: its index is {step.index}; the file numbers steps 0, 1, 2, ... in order")
             if not step.candidates:
                 _fail(f"{where}: it has no candidates")
             if len(step.candidates) > most_candidates:
@@ -102,9 +114,9 @@ class _Checker:
                       f"{most_candidates}")
             seen = set()
             for j, cand in enumerate(step.candidates):
-                self.candidate(cand, f"{where}, candidate {j}")
+                self.candidate(cand, f"{where}, candidate {j + 1}")
                 if cand.token_id in seen:
-                    _fail(f"{where}, candidate {j}: token {cand.token_id} is listed twice")
+                    _fail(f"{where}, candidate {j + 1}: token {cand.token_id} is listed twice")
                 seen.add(cand.token_id)
             for name in ("entropy", "shaped_entropy"):
                 _at_least(getattr(step, name), 0.0, where, name)
@@ -125,6 +137,32 @@ class _Checker:
                 self.feedback(step.feedback, f"{where}, feedback")
             if step.kv is not None:
                 self.kv(step.kv, f"{where}, kv")
+            for k, stage in enumerate(step.stages):
+                self.stage(stage, len(step.candidates), f"{where}, stage {k + 1}")
+            if len(step.stages) > len(STAGE_NAMES):
+                _fail(f"{where}: {len(step.stages)} stages; transformers applies at most {len(STAGE_NAMES)}")
+
+    def stage(self, stage, candidates: int, where: str) -> None:
+        """One sampler stage: counts within the vocabulary, shares in [0, 1], one prob per candidate."""
+        if stage.name not in STAGE_NAMES:
+            _fail(f"{where}: '{stage.name[:40]}' is not one of {', '.join(STAGE_NAMES)}")
+        _finite(stage.value, where, "value")
+        for name in ("kept_count", "cut_count"):
+            count = getattr(stage, name)
+            if count < 0 or (self.vocab is not None and count > self.vocab):
+                _fail(f"{where}: {name} {count:,} is not between 0 and the vocabulary size")
+        _share(stage.removed_mass, where, "removed_mass")
+        _share(stage.top_prob, where, "top_prob")
+        self.token(stage.top_id, where, "top token")
+        if len(stage.probs) != candidates:
+            _fail(f"{where}: {len(stage.probs):,} probs for the step's {candidates} candidates")
+        for p in stage.probs:
+            _share(p, where, "each prob")
+        if len(stage.cut) > MAX_STAGE_CUT:
+            _fail(f"{where}: {len(stage.cut):,} cut tokens listed, more than {MAX_STAGE_CUT}")
+        for j, token in enumerate(stage.cut):
+            self.token(token.token_id, f"{where}, cut token {j + 1}")
+            _share(token.prob, f"{where}, cut token {j + 1}", "prob")
 
     def candidate(self, cand, where: str) -> None:
         self.token(cand.token_id, where)
@@ -142,8 +180,8 @@ class _Checker:
             if len(items) > MAX_TOP_N:
                 _fail(f"{where}: {len(items):,} {name}, more than {MAX_TOP_N}")
             for j, item in enumerate(items):
-                self.token(item.token_id, f"{where}, {name} {j}")
-                _finite(item.value, f"{where}, {name} {j}", "value")
+                self.token(item.token_id, f"{where}, {name} {j + 1}")
+                _finite(item.value, f"{where}, {name} {j + 1}", "value")
         self.token(fb.argmax_id, where, "argmax token")
         for name in ("nearest_cosine", "entropy", "norm", "nearest_norm"):
             _finite(getattr(fb, name), where, name)
@@ -161,7 +199,7 @@ class _Checker:
         if not nodes:
             for i, step in enumerate(steps):
                 if step.beam_node_ids:
-                    _fail(f"step {i}: running beam node {step.beam_node_ids[0]} but the trace has no beam tree")
+                    _fail(f"step {i + 1}: running beam node {step.beam_node_ids[0]} but the trace has no beam tree")
             return
         most = 1 + len(steps) * 2 * max(self.config.num_beams, 1)
         if len(nodes) > most:
@@ -176,34 +214,34 @@ class _Checker:
         if len(roots) != 1:
             _fail(f"the beam tree has {len(roots)} roots (nodes without a parent); it needs exactly 1")
         if roots[0].step != -1:
-            _fail(f"node {roots[0].id}: the root must be at step -1, got {roots[0].step}")
+            _fail(f"node {roots[0].id}: the root must have 'step' -1, got {roots[0].step}")
         for node in nodes:
             if node.parent is None:
                 continue
             where = f"node {node.id}"
             if not 0 <= node.step < len(steps):
-                _fail(f"{where}: step {node.step} is outside the trace's {len(steps)} steps")
+                _fail(f"{where}: its 'step' {node.step} is outside the file's steps 0..{len(steps) - 1}")
             parent = self.by_id.get(node.parent)
             if parent is None:
                 _fail(f"{where}: its parent {node.parent} is not in the tree")
             if parent.step != node.step - 1:
-                _fail(f"{where}: its parent {node.parent} is at step {parent.step}, not {node.step - 1} "
+                _fail(f"{where}: its parent {node.parent} has 'step' {parent.step}, not {node.step - 1} "
                       "(a parent comes one step before its child)")
             self.token(node.token_id, where)
             if node.status not in STATUSES:
                 _fail(f"{where}: status '{node.status}' is not one of {', '.join(STATUSES)}")
             if not 0 <= node.beam < max(self.config.num_beams, 1):
-                _fail(f"{where}: beam {node.beam} is outside 0..{self.config.num_beams - 1}")
+                _fail(f"{where}: its 'beam' {node.beam} is outside 0..{self.config.num_beams - 1}")
             if node.rank < 1:
                 _fail(f"{where}: rank must be at least 1, got {node.rank}")
-            if node.length < 1:
-                _fail(f"{where}: length must be at least 1, got {node.length}")
+            if not 1 <= node.length <= node.step + 1:      # a hypothesis at file step s has at most s + 1 tokens
+                _fail(f"{where}: length must be between 1 and {node.step + 1}, got {node.length:,}")
             _logprob(node.logprob, where, "logprob")
             _logprob(node.cum_logprob, where, "cum_logprob")
         for i, step in enumerate(steps):
             for node_id in step.beam_node_ids:
                 if node_id not in self.by_id:
-                    _fail(f"step {i}: running beam node {node_id} is not in the tree")
+                    _fail(f"step {i + 1}: running beam node {node_id} is not in the tree")
 
     def sequences(self) -> None:
         trace = self.trace
@@ -213,9 +251,9 @@ class _Checker:
         if len(trace.sequences) > most:
             _fail(f"it has {len(trace.sequences)} sequences; {self.config.strategy} returns at most {most}")
         for k, seq in enumerate(trace.sequences):
-            where = f"sequence {k}"
+            where = f"sequence {k + 1}"
             for i, token_id in enumerate(seq.token_ids):
-                self.token(token_id, f"{where}, token {i}", "id")
+                self.token(token_id, f"{where}, token {i + 1}", "id")
             _logprob(seq.cum_logprob, where, "cum_logprob")
             if trace.nodes and seq.node_id is not None:
                 path = self.path(seq.node_id, where)
@@ -230,7 +268,7 @@ class _Checker:
                     _fail(f"{where}: it has {len(seq.token_ids)} tokens but the trace has {len(chosen)} steps")
                 for i, (token_id, step_id) in enumerate(zip(seq.token_ids, chosen)):
                     if token_id != step_id:
-                        _fail(f"{where}, token {i}: it is {token_id} but step {i} chose {step_id}")
+                        _fail(f"{where}, token {i + 1}: it is {token_id} but step {i + 1} chose {step_id}")
 
     def path(self, node_id: int, where: str) -> list:
         node = self.by_id.get(node_id)
@@ -245,8 +283,8 @@ class _Checker:
     def forced(self) -> None:
         for step, token_id in self.trace.forced.items():
             if not 0 <= step < self.config.max_new_tokens:
-                _fail(f"forced token at step {step}: the step is outside 0..{self.config.max_new_tokens - 1}")
-            self.token(token_id, f"forced token at step {step}")
+                _fail(f"forced token at step {step + 1}: the step is outside 1..{self.config.max_new_tokens}")
+            self.token(token_id, f"forced token at step {step + 1}")
 
 
 # ---- numbers ---------------------------------------------------------------------------

@@ -50,22 +50,22 @@ def refused(greedy, beam) -> list:
         return edit
 
     case("no-steps", g, set_in(["steps"], []), "no steps")
-    case("empty-candidates", g, set_in(["steps", 1, "candidates"], []), "step 1", "no candidates")
-    case("empty-chosen", g, set_in(["steps", 2, "chosen_ids"], []), "step 2", "0 chosen tokens")
+    case("empty-candidates", g, set_in(["steps", 1, "candidates"], []), "step 2", "no candidates")
+    case("empty-chosen", g, set_in(["steps", 2, "chosen_ids"], []), "step 3", "0 chosen tokens")
     case("chosen-outside-vocab", g, set_in(["steps", 3, "chosen_ids"], [999_999_999]),
-         "step 3", "999999999", f"vocabulary of {vocab:,}")
-    case("negative-token", g, set_in(["steps", 0, "candidates", 0, "token_id"], -4), "step 0, candidate 0", "-4")
+         "step 4", "999999999", f"vocabulary of {vocab:,}")
+    case("negative-token", g, set_in(["steps", 0, "candidates", 0, "token_id"], -4), "step 1, candidate 1", "-4")
     case("candidate-outside-vocab", g, set_in(["steps", 1, "candidates", 2, "token_id"], vocab),
-         "step 1, candidate 2", "outside the vocabulary")
-    case("sequence-outside-vocab", g, set_in(["sequences", 0, "token_ids", 0], 10**30), "sequence 0", "outside")
-    case("prompt-outside-vocab", g, set_in(["prompt_token_ids", 0], vocab + 5), "prompt token 0", "outside")
-    case("negative-step-index", g, set_in(["steps", 0, "index"], -1), "step 0", "index is -1")
-    case("repeated-step-index", g, set_in(["steps", 2, "index"], 1), "step 2", "index is 1")
+         "step 2, candidate 3", "outside the vocabulary")
+    case("sequence-outside-vocab", g, set_in(["sequences", 0, "token_ids", 0], vocab + 7), "sequence 1", "outside")
+    case("prompt-outside-vocab", g, set_in(["prompt_token_ids", 0], vocab + 5), "prompt token 1", "outside")
+    case("negative-step-index", g, set_in(["steps", 0, "index"], -1), "step 1", "index is -1")
+    case("repeated-step-index", g, set_in(["steps", 2, "index"], 1), "step 3", "index is 1")
     case("sequence-longer-than-steps", g, lambda d: d["sequences"][0]["token_ids"].append(1),
-         "sequence 0", "steps")
-    case("steps-longer-than-sequence", g, lambda d: d["sequences"][0]["token_ids"].pop(), "sequence 0", "steps")
+         "sequence 1", "steps")
+    case("steps-longer-than-sequence", g, lambda d: d["sequences"][0]["token_ids"].pop(), "sequence 1", "steps")
     case("sequence-disagrees", g, lambda d: d["sequences"][0]["token_ids"].__setitem__(
-        1, (d["steps"][1]["chosen_ids"][0] + 1) % vocab), "sequence 0, token 1", "step 1 chose")
+        1, (d["steps"][1]["chosen_ids"][0] + 1) % vocab), "sequence 1, token 2", "step 2 chose")
     case("more-steps-than-max", g, set_in(["config", "max_new_tokens"], 2), "steps", "max_new_tokens")
     case("huge-number", g, lambda d: None, "finite")           # payload replaced below
     cases[-1] = Case("huge-number", _dump(g).replace(b'"entropy": ', b'"entropy": 1e400, "x": ', 1), ("finite",))
@@ -78,9 +78,9 @@ def refused(greedy, beam) -> list:
     case("fact-wrong-type-parameters", g, set_in(["model_facts", "parameters"], {"many": True}), "parameters")
     case("fact-wrong-type-vocab", g, set_in(["model_facts", "vocab_size"], "49152"), "vocab_size")
     case("text-wrong-type", g, set_in(["steps", 0, "candidates", 1, "text"], {"$ne": 1}),
-         "step 0, candidate 1, text", "expected text")
+         "step 1, candidate 2, text", "expected text")
     case("kept-not-bool", g, set_in(["steps", 0, "candidates", 0, "kept"], "no"), "kept", "true or false")
-    case("missing-field", g, lambda d: d["steps"][2]["candidates"][0].pop("logit"), "step 2, candidate 0",
+    case("missing-field", g, lambda d: d["steps"][2]["candidates"][0].pop("logit"), "step 3, candidate 1",
          "'logit' is missing")
     case("missing-parent", b, set_in(["nodes", 5, "parent"], 999), "node 5", "parent 999")
     case("self-parent", b, lambda d: d["nodes"][5].__setitem__("parent", d["nodes"][5]["id"]), "node 5", "parent")
@@ -88,13 +88,29 @@ def refused(greedy, beam) -> list:
     case("two-roots", b, set_in(["nodes", 4, "parent"], None), "roots")
     case("node-beyond-steps", b, set_in(["nodes", 4, "step"], 10**9), "node 4", "step")
     case("duplicate-node-id", b, lambda d: d["nodes"][3].__setitem__("id", d["nodes"][2]["id"]), "twice")
-    case("running-beam-missing", b, set_in(["steps", 0, "beam_node_ids"], [999]), "step 0", "999")
-    case("sequence-node-missing", b, set_in(["sequences", 0, "node_id"], 4242), "sequence 0", "4242")
+    case("running-beam-missing", b, set_in(["steps", 0, "beam_node_ids"], [999]), "step 1", "999")
+    case("sequence-node-missing", b, set_in(["sequences", 0, "node_id"], 4242), "sequence 1", "4242")
     case("beam-path-disagrees", b, lambda d: d["sequences"][0]["token_ids"].reverse() or
-         d["sequences"][0]["token_ids"].append(1), "sequence 0", "beam path")
+         d["sequences"][0]["token_ids"].append(1), "sequence 1", "beam path")
     case("beam-no-steps", b, set_in(["steps"], []), "no steps")
     case("too-many-nodes", b, lambda d: d["nodes"].extend(
         dict(d["nodes"][1], id=10_000 + i) for i in range(5000)), "nodes")
+    case("huge-fact", g, set_in(["model_facts", "parameters"], 10**400), "parameters", "digits")
+    case("huge-kv-fact", g, set_in(["model_facts", "kv_bytes_per_token"], 2**64), "kv_bytes_per_token", "digits")
+    case("huge-in-findings", g, lambda d: d["findings"].__setitem__("x", [1, 10**400]), "findings", "digits")
+    case("huge-node-length", b, set_in(["nodes", 3, "length"], 10**400), "nodes[3]", "digits")
+    case("node-longer-than-its-step", b, set_in(["nodes", 3, "length"], 10**6), "node 3", "length")
+    case("prompt-flood", g, lambda d: d.__setitem__("prompt_token_ids", [1] * 40_000), "40,000 tokens")
+    case("stage-count-huge", g, _with_stage(kept_count=2**63), "step 1, stage 1", "kept_count")
+    case("stage-count-negative", g, _with_stage(cut_count=-3), "step 1, stage 1", "cut_count")
+    case("stage-top-outside-vocab", g, _with_stage(top_id=vocab), "step 1, stage 1", "outside the vocabulary")
+    case("stage-mass-above-one", g, _with_stage(removed_mass=7.0), "step 1, stage 1", "removed_mass")
+    case("stage-prob-above-one", g, _with_stage(top_prob=9.0), "step 1, stage 1", "top_prob")
+    case("stage-probs-flood", g, _with_stage(probs=[0.5] * 100_000), "step 1, stage 1", "100,000 probs")
+    case("stage-unknown", g, _with_stage(name="![x](http://127.0.0.1:9/pixel-stage.png)"), "step 1, stage 1",
+         "is not one of")
+    case("stage-cut-outside-vocab", g, _with_stage(cut=[{"token_id": vocab + 1, "text": "x", "prob": 0.1}]),
+         "cut token 1", "outside")
     case("lone-surrogate", g, lambda d: None, "surrogate")
     cases[-1] = Case("lone-surrogate", _dump(g).replace(b'"prompt": "', b'"prompt": "\\ud800', 1), ("surrogate",))
     cases.append(Case("deep-nesting", b"[" * 100_000 + b"]" * 100_000, ("nested",)))
@@ -103,6 +119,19 @@ def refused(greedy, beam) -> list:
                       ("objects and arrays",)))
     cases.append(Case("not-utf8", b'{"schema": "decodescope.trace/1", "prompt": "\xff\xfe"}', ("UTF-8",)))
     return cases
+
+
+def _with_stage(**changes):
+    """An edit that gives step 1 a whole temperature stage (built from its candidates), then `changes`."""
+    def edit(data):
+        step = data["steps"][0]
+        cands = step["candidates"]
+        stage = dict(name="temperature", value=0.7, kept_count=len(cands), cut_count=0, removed_mass=0.0,
+                     probs=[c["prob"] for c in cands], top_id=cands[0]["token_id"], top_text=cands[0]["text"],
+                     top_prob=cands[0]["prob"], cut=[])
+        stage.update(changes)
+        step["stages"] = [stage]
+    return edit
 
 
 def _cycle(data) -> None:
@@ -135,8 +164,8 @@ def accepted(greedy, beam) -> list:
 
 
 # ---- random damage, for the property tests ------------------------------------------------
-OTHER_VALUES = [None, True, False, "", "text", "![x](" + PIXEL + "-prop.png)", 0, -1, 1.5, -0.5, 2**63, 10**30,
-                1e300, [], [0], {}, {"a": 1}]
+OTHER_VALUES = [None, True, False, "", "text", "![x](" + PIXEL + "-prop.png)", 0, -1, 1.5, -0.5, 2**63, 2**64, 10**30,
+                10**400, 1e300, [], [0], {}, {"a": 1}]
 SCALES = [-1, 0, 2, 1000, 10**9, 1e300, -1e300, 1e-300]
 
 

@@ -87,3 +87,13 @@ def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tm
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_server_refuses_uploads_bigger_than_the_largest_trace_it_reads():
+    """Streamlit holds an upload in memory for the session's life; its default would take 200 MB."""
+    from engine.trace import MAX_TRACE_BYTES
+
+    shown = subprocess.run([sys.executable, "-m", "streamlit", "config", "show"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout
+    limit_mb = int(next(line for line in shown.splitlines() if line.startswith("maxUploadSize")).split("=")[1])
+    assert MAX_TRACE_BYTES <= limit_mb * 2**20 < 2 * MAX_TRACE_BYTES

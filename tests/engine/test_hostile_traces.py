@@ -45,7 +45,7 @@ def test_the_first_problem_is_named(real):
     vocab = greedy.model_facts["vocab_size"]
     with pytest.raises(TraceFormatError) as info:
         Trace.from_json(json.dumps(data))
-    assert str(info.value) == (f"trace is inconsistent: step 3: chosen token 999999 is outside the vocabulary "
+    assert str(info.value) == (f"trace is inconsistent: step 4: chosen token 999999 is outside the vocabulary "
                                f"of {vocab:,}")
 
 

@@ -22,6 +22,8 @@ from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
 from engine.tokens import first_difference
 from figures.compare import lanes_figure, token_ids, token_logprobs
+from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step
+from figures.stages import stages_figure
 from ui.stepper import Stepper
 from ui.token_view import token_html, tokens_of
 
@@ -31,7 +33,9 @@ def bases(llama):
     prompt = "The capital of France is"
     return [decode(llama, prompt, DecodeConfig(strategy="greedy", max_new_tokens=4)).to_dict(),
             decode(llama, prompt, DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3)).to_dict(),
-            decode(llama, prompt, DecodeConfig(strategy="soft", max_new_tokens=3)).to_dict()]
+            decode(llama, prompt, DecodeConfig(strategy="soft", max_new_tokens=3)).to_dict(),
+            decode(llama, prompt, DecodeConfig(strategy="sample", temperature=0.7, top_k=8, top_p=0.9,
+                                               repetition_penalty=1.3, max_new_tokens=3, seed=1)).to_dict()]
 
 
 @st.composite
@@ -66,6 +70,11 @@ def render_everything(trace: Trace) -> None:
         step = viewer.current
         candidates_figure(step, trace.config)
         assert step.chosen_ids and step.candidates
+    for step in trace.steps:
+        if step.stages:
+            stages_figure(step)
+    if trace.config.strategy in TOKEN_STRATEGIES and loop_step(trace) is not None:
+        escape_grid(trace)
     views = tokens_of(trace)
     token_html(views, mode="prob")
     token_html(views, mode="rank")
@@ -88,7 +97,7 @@ PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthC
                                                                        HealthCheck.function_scoped_fixture])
 
 
-@pytest.mark.parametrize("base", [0, 1, 2], ids=["greedy", "beam", "soft"])
+@pytest.mark.parametrize("base", [0, 1, 2, 3], ids=["greedy", "beam", "soft", "sample-with-stages"])
 @PROPS
 @given(data=st.data())
 def test_a_damaged_trace_is_refused_with_a_sentence_or_renders_everywhere(bases, base, data):
@@ -99,5 +108,6 @@ def test_a_damaged_trace_is_refused_with_a_sentence_or_renders_everywhere(bases,
 
 
 def test_the_undamaged_traces_render(bases):
+    assert bases[3]["steps"][0]["stages"], "the sampled base must carry sampler stages for the mutations to reach"
     for data in bases:
         render_everything(Trace.from_json(json.dumps(data)))
