@@ -229,6 +229,21 @@ def check_json_target(path: str | None) -> None:
         raise ConfigError("json", f"--json: cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ConfigError("json", f"--json: cannot write {path}: permission denied")
+def load_progress():
+    """The progress callback for load_model on a terminal: only the slow first load (de-quantising,
+    caching) and a damaged cache, with why it is rebuilt, are worth lines there (on stderr)."""
+    shown = [-1.0]
+
+    def progress(fraction, message):
+        slow = fraction < 1.0 and message != "reading the cached model" and (
+            "first run" in message or "cache" in message or "de-quantis" in message)
+        if "damaged" in message or (slow and fraction - shown[0] >= 0.1):
+            print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
+            shown[0] = fraction
+
+    return progress
+
+
 def lens_main(args) -> int:
     try:
         if not 1 <= args.top <= 20:
@@ -238,9 +253,10 @@ def lens_main(args) -> int:
 
         if args.prompt_file is not None:
             args.prompt = read_prompt_file(args.prompt_file)
+        check_prompt_text(args.prompt)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
-        lm = load_model(args.model, device=args.device, dtype=args.dtype)
+        lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
         lens = lens_next(lm, args.prompt, args.chat, args.top)
     except DecodeScopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -284,18 +300,10 @@ def main(argv=None) -> int:
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
 
-        def progress(fraction, message, _shown=[-1.0]):
-            # only the slow first load (de-quantising, caching) and a damaged cache are worth lines on the terminal
-            slow = fraction < 1.0 and message != "reading the cached model" and (
-                "first run" in message or "cache" in message or "de-quantis" in message)
-            if "damaged" in message or (slow and fraction - _shown[0] >= 0.1):
-                print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
-                _shown[0] = fraction
-
         if args.server is not None:
             trace = _served(args, config)
         else:
-            lm = load_model(args.model, progress=progress, device=args.device, dtype=args.dtype)
+            lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
             trace = decode(lm, args.prompt, config)
         if args.explain:
             from .explain import with_findings
