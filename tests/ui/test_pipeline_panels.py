@@ -97,13 +97,15 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     words = texts("en")
     assert words["escape_title"] in [e.label for e in at.expander]
     assert any(words["escape_exact"] in c.value for c in at.caption)       # the model is here: full logits
-    # the loop [t, t, t, ...] first repeats at step 2 (0-based); at temperature 1, no cut-off: 1 - p(t)
+    # greedy writes one token t six times: t at step 0 (0-based) is first repeated at step 1;
+    # at temperature 1, no cut-off, the chance of leaving there is 1 - p(t | prompt + t)
     ids = lm.tokenizer(PROMPT)["input_ids"]
     generated = at.session_state["sbs"].trace().best.token_ids
+    assert len(generated) == 6 and len(set(generated)) == 1
     with torch.no_grad():
-        probs = lm.model(input_ids=torch.tensor([ids + generated[:2]])).logits[0, -1].softmax(-1)
+        probs = lm.model(input_ids=torch.tensor([ids + generated[:1]])).logits[0, -1].softmax(-1)
     grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Chance of leaving" in c.proto.spec)
-    assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[2]]), abs=1e-5)
+    assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[1]]), abs=1e-5)
     button = at.button(key="sbs_escape_decode")
     assert button.label == words["escape_button"].format(t="2", cut=words["escape_fig_none"])
     button.click().run()
@@ -111,7 +113,7 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     state = at.session_state
     assert (state["strategy"], state["temperature"], state["top_p"], state["min_p"]) == ("sample", 2.0, 1.0, 0.0)
     assert state["sbs"].config.strategy == "sample" and state["sbs"].config.temperature == 2.0
-    assert at.slider(key="sbs_slider").value == 3            # the loop's first repeated step, shown 1-based
+    assert at.slider(key="sbs_slider").value == 2            # the loop's first repeated step, shown 1-based
 
 
 def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
