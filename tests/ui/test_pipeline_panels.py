@@ -177,3 +177,29 @@ def test_lens_on_beam_reads_the_best_beam_and_soft_says_why_not(tiny_llama_folde
         spec = json.loads(lens_charts[0].proto.spec)
         assert len(spec["data"][0]["z"]) == lm.facts.layers + 1
         assert len(spec["data"][0]["x"]) == len(at.session_state["sbs"].trace().best.token_ids)
+
+
+def looping_run_without_draws(strategy: str, lang: str):
+    """Runs inside AppTest: the escape panel for a hand-made run that loops from step 7 (w20 w21 three times)."""
+    import streamlit as st
+    from test_escape import P, loop_with
+    from test_explain import make_step
+
+    from ui.pipeline import render_escape
+
+    st.session_state.setdefault("lang", lang)
+    trace = loop_with(make_step(9, list(zip([20, 31, 32, 33], P)), chosen=20), vocab_size=4, strategy=strategy)
+    render_escape(trace, key="up_escape", can_decode=False)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("strategy, reason", [("beam", "beam"), ("soft", "vector"), ("gumbel", "vector")])
+def test_a_loop_in_a_run_that_draws_no_token_says_why_there_is_no_grid(strategy, reason, lang):
+    at = AppTest.from_function(looping_run_without_draws, kwargs=dict(strategy=strategy, lang=lang),
+                               default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    words = texts(lang)
+    # w20 w21 from step 7 (0-based): the loop's second copy begins at step 9, shown as step 10
+    assert [i.value for i in at.info] == [words[f"escape_none_{reason}"].format(step=10)]
+    assert not at.get("plotly_chart") and not at.button
