@@ -130,8 +130,20 @@ def format_stages_table(trace) -> str:
             label = f"{STAGE_LABELS.get(stage.name, stage.name)} {stage.value:g}"
             lines.append(f"{'':>6}{label:<16} kept {stage.kept_count:>7}  {_show(stage.top_text)} {stage.top_prob:.4f}")
     if not any(step.stages for step in trace.steps):
-        lines.append("(no sampler stages: this strategy applies none of the processors)")
+        lines.append(_no_stages_note(trace.config))
     return "\n".join(lines)
+
+
+def _no_stages_note(config) -> str:
+    """Why a trace has no stages: beam search records none (it applies the repetition penalty to every beam's
+    log-probabilities, nothing else); the other strategies record each processor they apply."""
+    from .shaping import describe
+
+    if config.strategy == "beam":
+        applied = (f"it applies the {describe(config)} to every beam's log-probabilities"
+                   if config.repetition_penalty != 1.0 else "it applies none of the processors")
+        return f"(no sampler stages: beam search records none; {applied}, then ranks the beams by score)"
+    return "(no sampler stages: these settings apply none of the processors)"
 
 
 def format_lens(lens) -> str:

@@ -62,3 +62,27 @@ def test_lens_bad_input_is_one_line(capsys, monkeypatch, tiny_llama_folder, argv
     code, out, err = cli(capsys, monkeypatch, *argv, "--model", tiny_llama_folder[1])
     assert code == 2 and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1 and words in err
+
+
+@pytest.mark.parametrize("extra, note", [
+    (["--strategy", "beam", "--num-beams", "2", "--repetition-penalty", "1.5"],
+     "(no sampler stages: beam search records none; it applies the repetition penalty 1.5 to every beam's "
+     "log-probabilities, then ranks the beams by score)"),
+    (["--strategy", "beam", "--num-beams", "2"],
+     "(no sampler stages: beam search records none; it applies none of the processors, then ranks the beams by "
+     "score)"),
+    (["--strategy", "greedy"], "(no sampler stages: these settings apply none of the processors)"),
+])
+def test_decode_stages_says_truly_why_there_are_none(capsys, monkeypatch, tiny_llama_folder, extra, note):
+    """Beam search with a repetition penalty applies it (and records no stages): the note must not say it applies none."""
+    code, out, err = cli(capsys, monkeypatch, "decode", "--model", tiny_llama_folder[1], "--prompt", "Paris",
+                         "--max-new-tokens", "2", "--stages", *extra)
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == note
+
+
+def test_greedy_with_a_penalty_records_its_stage(capsys, monkeypatch, tiny_llama_folder):
+    code, out, err = cli(capsys, monkeypatch, "decode", "--model", tiny_llama_folder[1], "--prompt", "Paris",
+                         "--max-new-tokens", "2", "--stages", "--repetition-penalty", "1.5")
+    assert code == 0, err
+    assert re.search(r"^\s+penalty 1\.5\s+kept", out, re.M) and "no sampler stages" not in out
