@@ -147,7 +147,8 @@ def _no_stages_note(config) -> str:
 
 
 def format_lens(lens) -> str:
-    """One line per layer: the top tokens for the next token; * marks the first layer where the final choice leads."""
+    """One line per layer: the top tokens for the next token; * marks the first layer where the final choice leads.
+    A note follows when the last layer's lens is not the model's own logits (the page warns the same)."""
     first = lens.first_top_layer(0)
     lines = [f"next token {_show(lens.chosen_texts[0])}: first the top candidate at layer {first} (*)"
              if first is not None else f"next token {_show(lens.chosen_texts[0])}",
@@ -158,6 +159,10 @@ def format_lens(lens) -> str:
         mark = "*" if layer == first else " "
         tops = "  ".join(f"{_show(t)} {p:.3f}" for t, p in zip(cell.top_texts, cell.top_probs))
         lines.append(f"{name:>5}{mark} {tops}")
+    if not lens.matches_model:
+        lines.append(f"note: the last layer differs from the model's own logits by up to {lens.max_diff:.3g}: this "
+                     "model changes its logits after the final norm (for example by soft-capping), which the lens "
+                     "does not copy")
     return "\n".join(lines)
 
 
