@@ -14,6 +14,8 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from ui.present import PRESENT_FONT  # noqa: E402
+
 PROMPT = "The capital of France is"
 
 
@@ -34,6 +36,12 @@ def open_step_page(folder, lang="en", present=False, **settings) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def charts_titled(at: AppTest, title: str) -> list:
+    """The Plotly specs on the page whose title holds `title` (read from the JSON: it escapes non-ASCII text)."""
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [spec for spec in specs if title in str(spec["layout"].get("title", {}).get("text", ""))]
 
 
 def first_logits(lm):
@@ -62,9 +70,10 @@ def test_stage_table_matches_transformers_processors(tiny_llama_folder, lang):
     assert kept[1] == 30
 
 
-def test_lens_names_the_first_layer_on_top(tiny_llama_folder):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_lens_names_the_first_layer_on_top(tiny_llama_folder, lang):
     lm, folder = tiny_llama_folder
-    at = open_step_page(folder, max_new_tokens=2)
+    at = open_step_page(folder, lang, max_new_tokens=2)
     at.toggle(key="sbs_lens_on").set_value(True).run()
     assert not at.exception, at.exception
     ids, logits = first_logits(lm)
@@ -75,26 +84,30 @@ def test_lens_names_the_first_layer_on_top(tiny_llama_folder):
     layer = tops.index(chosen)
     from figures.labels import for_markdown, visible
 
-    words = texts("en")
+    words = texts(lang)
+    assert words["lens_title"] in [e.label for e in at.expander]
     token = f"“{for_markdown(visible(lm.token_texts[chosen]))}”"
     expected = (words["lens_first_emb"].format(step=1, token=token) if layer == 0 else
                 words["lens_first"].format(step=1, token=token, layer=layer, layers=lm.facts.layers))
     assert expected in [m.value for m in at.markdown]
-    assert len(at.get("plotly_chart")) >= 2                   # the candidates chart and the lens heatmap
+    heatmaps = charts_titled(at, words["lens_fig_title"])
+    assert len(heatmaps) == 1                                 # the lens heatmap, titled in this language
 
 
-def test_loop_escape_grid_and_its_button(tiny_llama_folder):
+@pytest.mark.parametrize("lang, present", [("en", False), ("zh", False), ("en", True)])
+def test_loop_escape_grid_and_its_button(tiny_llama_folder, lang, present):
     """Greedy loops at once on the tiny model. At a loop the repeated token is the top one, so its chance falls as
-    the temperature rises and rises when tokens are cut: the best cell is the hottest one with no cut-off."""
+    the temperature rises and rises when tokens are cut: the best cell is the hottest one with no cut-off.
+    In English, in Chinese, and in presentation mode (where the grid grows like every figure)."""
     lm, folder = tiny_llama_folder
-    at = open_step_page(folder, max_new_tokens=6)
+    at = open_step_page(folder, lang, present, max_new_tokens=6)
     at.button(key="sbs_play").click().run()
     for _ in range(10):                            # each tick of Play's timer (AppTest runs no timers)
         if not at.session_state["sbs_playing"]:
             break
         at.run()
     assert not at.exception, at.exception
-    words = texts("en")
+    words = texts(lang)
     assert words["escape_title"] in [e.label for e in at.expander]
     assert any(words["escape_exact"] in c.value for c in at.caption)       # the model is here: full logits
     # greedy writes one token t six times: t at step 0 (0-based) is first repeated at step 1;
@@ -104,8 +117,11 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     assert len(generated) == 6 and len(set(generated)) == 1
     with torch.no_grad():
         probs = lm.model(input_ids=torch.tensor([ids + generated[:1]])).logits[0, -1].softmax(-1)
-    grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Chance of leaving" in c.proto.spec)
+    title = words["escape_fig_title"].format(step=2)
+    grid, = charts_titled(at, title)
     assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[1]]), abs=1e-5)
+    size = grid["layout"].get("font", {}).get("size")
+    assert (size == PRESENT_FONT) if present else (size != PRESENT_FONT), size
     button = at.button(key="sbs_escape_decode")
     assert button.label == words["escape_button"].format(t="2", cut=words["escape_fig_none"])
     button.click().run()
