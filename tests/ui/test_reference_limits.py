@@ -114,10 +114,18 @@ def test_a_reference_over_the_token_limit_is_refused_before_any_forward_pass(tin
     assert on_screen(at) == before
 
 
-def test_the_real_token_limit_is_what_one_decode_may_make():
-    from engine.config import MAX_NEW_TOKENS
-
-    assert ui.session.MAX_NEW_TOKENS == MAX_NEW_TOKENS == 1024
+def test_the_token_limit_is_what_one_decode_may_make(tiny_llama_folder, passes):
+    """1,200 emoji bytes are 1,200 tokens: more than the 1,024 one decode makes, refused by that limit (the tiny
+    model's context would refuse it too, later and with another message)."""
+    _, folder = tiny_llama_folder
+    emoji = "😀" * 300
+    at = app("teacher_forcing", params={"tf_reference": emoji},
+             state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    messages = [unescaped(e.value) for e in at.error]
+    assert messages == ["reference: is 1,200 tokens, more than the 1,024 tokens this server scores (the free run "
+                        "beside it decodes as many tokens as the reference has, and one decode makes at most "
+                        "1,024); shorten it"], messages
+    assert emoji not in passes["references"]
 
 
 def test_a_failed_greedy_reference_naming_a_markdown_model_is_shown_literally(tiny_llama_folder, monkeypatch):
