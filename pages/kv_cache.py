@@ -34,7 +34,7 @@ strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_str
 beams = right.slider(t("kv.num_beams"), 2, 8, key="kv_beams", value=url_number("kv_beams", 4, 2, 8),
                      disabled=strategy != "beam")
 sync_url(kv_strategy=strategy, kv_beams=beams)
-# the page decodes the trace on screen, greedy beside a beam search, and soft (section 3): all within one budget
+# the page decodes the trace on screen, greedy beside a beam search, and soft (its last section): one budget
 width = (beams + 1 if strategy == "beam" else 1) + SOFT_WIDTH
 new_tokens = tokens_within_budget(width, settings.max_new_tokens)
 if new_tokens < settings.max_new_tokens:
