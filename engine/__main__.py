@@ -130,12 +130,25 @@ def format_stages_table(trace) -> str:
             label = f"{STAGE_LABELS.get(stage.name, stage.name)} {stage.value:g}"
             lines.append(f"{'':>6}{label:<16} kept {stage.kept_count:>7}  {_show(stage.top_text)} {stage.top_prob:.4f}")
     if not any(step.stages for step in trace.steps):
-        lines.append("(no sampler stages: this strategy applies none of the processors)")
+        lines.append(_no_stages_note(trace.config))
     return "\n".join(lines)
 
 
+def _no_stages_note(config) -> str:
+    """Why a trace has no stages: beam search records none (it applies the repetition penalty to every beam's
+    log-probabilities, nothing else); the other strategies record each processor they apply."""
+    from .shaping import describe
+
+    if config.strategy == "beam":
+        applied = (f"it applies the {describe(config)} to every beam's log-probabilities"
+                   if config.repetition_penalty != 1.0 else "it applies none of the processors")
+        return f"(no sampler stages: beam search records none; {applied}, then ranks the beams by score)"
+    return "(no sampler stages: these settings apply none of the processors)"
+
+
 def format_lens(lens) -> str:
-    """One line per layer: the top tokens for the next token; * marks the first layer where the final choice leads."""
+    """One line per layer: the top tokens for the next token; * marks the first layer where the final choice leads.
+    A note follows when the last layer's lens is not the model's own logits (the page warns the same)."""
     first = lens.first_top_layer(0)
     lines = [f"next token {_show(lens.chosen_texts[0])}: first the top candidate at layer {first} (*)"
              if first is not None else f"next token {_show(lens.chosen_texts[0])}",
@@ -146,6 +159,10 @@ def format_lens(lens) -> str:
         mark = "*" if layer == first else " "
         tops = "  ".join(f"{_show(t)} {p:.3f}" for t, p in zip(cell.top_texts, cell.top_probs))
         lines.append(f"{name:>5}{mark} {tops}")
+    if not lens.matches_model:
+        lines.append(f"note: the last layer differs from the model's own logits by up to {lens.max_diff:.3g}: this "
+                     "model changes its logits after the final norm (for example by soft-capping), which the lens "
+                     "does not copy")
     return "\n".join(lines)
 
 
@@ -229,6 +246,21 @@ def check_json_target(path: str | None) -> None:
         raise ConfigError("json", f"--json: cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ConfigError("json", f"--json: cannot write {path}: permission denied")
+def load_progress():
+    """The progress callback for load_model on a terminal: only the slow first load (de-quantising,
+    caching) and a damaged cache, with why it is rebuilt, are worth lines there (on stderr)."""
+    shown = [-1.0]
+
+    def progress(fraction, message):
+        slow = fraction < 1.0 and message != "reading the cached model" and (
+            "first run" in message or "cache" in message or "de-quantis" in message)
+        if "damaged" in message or (slow and fraction - shown[0] >= 0.1):
+            print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
+            shown[0] = fraction
+
+    return progress
+
+
 def lens_main(args) -> int:
     try:
         if not 1 <= args.top <= 20:
@@ -238,9 +270,10 @@ def lens_main(args) -> int:
 
         if args.prompt_file is not None:
             args.prompt = read_prompt_file(args.prompt_file)
+        check_prompt_text(args.prompt)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
-        lm = load_model(args.model, device=args.device, dtype=args.dtype)
+        lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
         lens = lens_next(lm, args.prompt, args.chat, args.top)
     except DecodeScopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -284,18 +317,10 @@ def main(argv=None) -> int:
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
 
-        def progress(fraction, message, _shown=[-1.0]):
-            # only the slow first load (de-quantising, caching) and a damaged cache are worth lines on the terminal
-            slow = fraction < 1.0 and message != "reading the cached model" and (
-                "first run" in message or "cache" in message or "de-quantis" in message)
-            if "damaged" in message or (slow and fraction - _shown[0] >= 0.1):
-                print(f"[{fraction:4.0%}] {message}", file=sys.stderr)
-                _shown[0] = fraction
-
         if args.server is not None:
             trace = _served(args, config)
         else:
-            lm = load_model(args.model, progress=progress, device=args.device, dtype=args.dtype)
+            lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
             trace = decode(lm, args.prompt, config)
         if args.explain:
             from .explain import with_findings

@@ -55,12 +55,18 @@ class EscapeGrid:
 
 
 def first_repeat(ids: list, **rule):
-    """(step, token id) where the first loop first repeats, or None (the loop rule is engine.explain's)."""
+    """(step, token id) where the first loop first repeats, or None (the loop rule is engine.explain's).
+
+    The rule reports a repeated unit of at least two tokens, so a run of one token (7 7 7 7 7 7) comes
+    back as the unit [7, 7]; its true period is one, and the repetition starts at the second 7, not
+    the third. The unit's smallest period p is the step after which the text repeats: start + p."""
     found = find_loop(ids, **rule)
     if found is None:
         return None
     start, n, _ = found
-    return start + n, ids[start + n]
+    unit = ids[start:start + n]
+    period = next(p for p in range(1, n + 1) if n % p == 0 and unit == unit[:p] * (n // p))
+    return start + period, ids[start + period]
 
 
 def completed_logits(step, vocab_size: int | None) -> tuple:

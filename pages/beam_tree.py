@@ -6,6 +6,7 @@ from engine import DecodeScopeError
 from figures.beam_rerank import distinct_endings, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import visible
+from ui.budget import step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import shortcut, sized, stage, stage_row
@@ -43,6 +44,10 @@ else:
     early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
                            value=url_value("early_stopping", False, bool), help=t("beam.early_stopping_help"))
     cols[2].metric(t("beam.search_lp"), f"{S['beam_search_lp']:g}", help=t("beam.search_lp_help"))
+    new_tokens = tokens_within_budget(beams, settings.max_new_tokens)     # each beam is a forward pass a step
+    if new_tokens < settings.max_new_tokens:
+        st.info(t("beam.capped", n=new_tokens, asked=settings.max_new_tokens, beams=beams,
+                  budget=f"{step_budget():,}"))
     if served_selected():         # the search runs on the server, driven from here one step at a time
         server = connected_server()
         if server is None:
@@ -50,7 +55,8 @@ else:
             st.stop()
         values = {"strategy": "beam", "num_beams": beams, "length_penalty": S["beam_search_lp"]}
         try:
-            config = make_config(settings, values, early_stopping=early, chat=False).validate()
+            config = make_config(settings, values, early_stopping=early, chat=False,
+                                 max_new_tokens=new_tokens).validate()
         except DecodeScopeError as exc:
             keep_or_stop(exc, "beam_served" in S)
             trace = S["beam_served"]
@@ -72,7 +78,8 @@ if not viewing:                    # a search on the shared model
     model_facts_panel(lm.facts)
     values = {"strategy": "beam", "num_beams": beams, "length_penalty": S["beam_search_lp"]}
     try:
-        config = make_config(settings, values, early_stopping=early).validate(lm.facts.vocab_size)
+        config = make_config(settings, values, early_stopping=early,
+                             max_new_tokens=new_tokens).validate(lm.facts.vocab_size)
         key = (lm.name, settings.prompt, config)
         if S.get("beam_key") != key or S.get("beam_partial"):
             # the shared service: a search Compare (or another session) has run is answered from memory

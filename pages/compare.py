@@ -1,12 +1,11 @@
 """Page: the same prompt and seed through several strategies, lane by lane."""
-import os
-
 import streamlit as st
 
 from engine import DecodeScopeError
 from engine.tokens import first_difference
 from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
+from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
@@ -20,19 +19,8 @@ from ui.what_happened import flagged_steps, render_what_happened
 S = st.session_state
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
 DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
-# What one Compare request may cost, in decoding steps x paths (a beam lane counts each beam, the soft
-# lane two: its p·E product costs about as much as the output layer). Six lanes of 1,024 tokens would
-# be over 10,000 (a quarter of an hour); 2,048 still took 7.7 min on a busy 2-core machine.
-# DECODESCOPE_COMPARE_STEPS changes it.
-DEFAULT_STEP_BUDGET = 1024
-LANE_WIDTH = {"soft": 2}           # a beam lane: its number of beams
+LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (ui/budget.py); a beam lane: its number of beams
 
-
-def step_budget() -> int:
-    try:
-        return max(int(os.environ.get("DECODESCOPE_COMPARE_STEPS", DEFAULT_STEP_BUDGET)), 1)
-    except ValueError:
-        return DEFAULT_STEP_BUDGET
 
 st.title(t("compare.title"))
 row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
@@ -72,7 +60,7 @@ LANE_SETTINGS = {
 def lane_tokens(lanes: list, asked: int) -> int:
     """New tokens per lane so that all lanes together stay within the step budget."""
     width = sum(beams if lane == "beam" else LANE_WIDTH.get(lane, 1) for lane in lanes)
-    return max(1, min(asked, step_budget() // max(width, 1)))
+    return tokens_within_budget(width, asked)
 
 
 def lane_name(lane: str) -> str:

@@ -7,6 +7,7 @@ from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
+from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
 from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
@@ -33,8 +34,13 @@ strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_str
 beams = right.slider(t("kv.num_beams"), 2, 8, key="kv_beams", value=url_number("kv_beams", 4, 2, 8),
                      disabled=strategy != "beam")
 sync_url(kv_strategy=strategy, kv_beams=beams)
+# the page decodes the trace on screen, greedy beside a beam search, and soft (its last section): one budget
+width = (beams + 1 if strategy == "beam" else 1) + SOFT_WIDTH
+new_tokens = tokens_within_budget(width, settings.max_new_tokens)
+if new_tokens < settings.max_new_tokens:
+    st.info(t("kv.capped", n=new_tokens, asked=settings.max_new_tokens, budget=f"{step_budget():,}"))
 config = DecodeConfig(strategy=strategy, num_beams=beams if strategy == "beam" else 1,
-                      max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=5)
+                      max_new_tokens=new_tokens, seed=settings.seed, chat=settings.chat, top_n=5)
 
 with st.spinner(t("kv.running")):
     trace = cached("kv_trace", (lm.name, settings.prompt, config),

@@ -242,8 +242,8 @@ def stepper_panel():
         st.radio(t("step.branches"), list(range(len(stepper.branches))), horizontal=True,
                  format_func=lambda i: for_markdown(branch_label(i)),    # radio labels render Markdown
                  key="sbs_active_branch", on_change=lambda: _do("switch", S["sbs_active_branch"]))
-    mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="sbs_colour",
-                    format_func=lambda m: t(f"step.colour_{m}"))
+    colours = {m: t(f"step.colour_{m}") for m in ("prob", "rank")}      # labels in this run's language
+    mode = st.radio(t("step.colour_by"), list(colours), horizontal=True, key="sbs_colour", format_func=colours.get)
     words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
              "parts": t("step.hover_parts"), "flagged": t("step.hover_flagged")}
     trace = stepper.trace()

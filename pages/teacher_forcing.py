@@ -15,8 +15,9 @@ from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
 from ui.served import served_teacher
-from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, served_selected,
-                        shared_sidebar, sync_url, url_number, url_value)
+from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, reference_within_limit,
+                        served_selected, shared_sidebar, show_error, sync_long_text, sync_url, url_number,
+                        url_value)
 
 DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
                      "the Eiffel Tower, the Louvre and the food.")
@@ -68,7 +69,9 @@ if "tf_for" not in S:
 reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
-    st.error(S.pop("tf_reference_error"))
+    show_error(S.pop("tf_reference_error"))       # it may name a model: shown literally
+# a long reference costs a forward pass and a free run as long as itself: refused before either
+reference = reference_within_limit(reference, lm)
 if served:
     served_teacher(connected_server(), settings.prompt, reference, slot)
     st.stop()
@@ -84,7 +87,8 @@ def prompt_is_good() -> bool:
 
 if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     # scoring a reference under a prompt it was not written for gives numbers that mean nothing
-    sync_url(tf_reference=reference, tf_for=S["tf_for"])
+    sync_long_text("tf_reference", reference)
+    sync_url(tf_for=S["tf_for"])
     st.warning(t("teacher.reference_other_prompt", prompt=one_line(settings.prompt[:120])))
     b1, b2 = st.columns(2)
     b1.button(t("teacher.use_greedy"), key="tf_use_greedy", icon="🤖", on_click=_use_greedy_reference,
@@ -100,7 +104,8 @@ mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
                 format_func=lambda m: t("teacher.mode_" + m), help=t("teacher.mode_help"))
 temperature = c2.slider(t("teacher.temperature"), 0.1, 2.0, step=0.05, key="tf_temperature",
                         value=url_number("tf_temperature", 1.0, 0.1, 2.0), disabled=mode != "sample")
-sync_url(tf_reference=reference, tf_for=S["tf_for"], tf_mode=mode, tf_temperature=temperature)
+sync_long_text("tf_reference", reference)        # a reference too long for a link stays out of it
+sync_url(tf_for=S["tf_for"], tf_mode=mode, tf_temperature=temperature)
 temperature = temperature if mode == "sample" else 1.0
 
 # ---- 1. teacher forcing ---------------------------------------------------------------

@@ -101,11 +101,17 @@ def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
 
 
 def render_escape(trace: Trace, key: str, can_decode: bool, on_decode=None, lm: LoadedModel | None = None) -> None:
-    """When the run loops: the escape grid, and a button that decodes again with the best cell.
+    """When the run loops: the escape grid, and a button that decodes again with the best cell; for a run
+    that draws no token (beam, soft, Gumbel), one line that says why there is no grid.
 
     With the model (lm) the grid reads the loop step's full logits; without it, the recorded candidates.
     on_decode(config, step) runs as the button's callback (before the page), so it may set widget state."""
-    at = loop_step(trace) if trace.config.strategy in TOKEN_STRATEGIES else None
+    at = loop_step(trace)
+    if at is not None and trace.config.strategy not in TOKEN_STRATEGIES:
+        # the grid is the chance of drawing another token; a beam or a fed-back vector draws none
+        reason = "beam" if trace.config.strategy == "beam" else "vector"
+        st.info(t(f"pipeline.escape_none_{reason}", step=at + 1))
+        return
     if at is None:
         return
     logits = None

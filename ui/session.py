@@ -16,6 +16,7 @@ from urllib.parse import quote_plus
 import streamlit as st
 
 from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
+from engine.config import MAX_NEW_TOKENS
 from engine.model import BUNDLED, DTYPES, bundled_named
 from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
@@ -245,16 +246,14 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
                                value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
-        max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=1024, step=1,
-                                  value=url_number("max_new_tokens", default_new_tokens, 1, 1024), key="max_new_tokens")
+        max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=MAX_NEW_TOKENS, step=1,
+                                  value=url_number("max_new_tokens", default_new_tokens, 1, MAX_NEW_TOKENS),
+                                  key="max_new_tokens")
     prompt = _prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
-    if url_bytes(prompt) <= URL_PROMPT_LIMIT:
-        sync_url(prompt=prompt)
-    else:                       # a pasted book does not belong in an address bar or a share link
-        st.query_params.pop("prompt", None)
+    sync_long_text("prompt", prompt)   # a pasted book does not belong in an address bar or a share link
     return settings
 
 
@@ -405,6 +404,40 @@ def _prompt_within_limit(prompt: str, model: str) -> str:
     previous = st.session_state.get("_last_good_prompt")
     keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None)
     return previous
+
+
+def reference_within_limit(reference: str, lm=None, url_key: str = "tf_reference") -> str | None:
+    """The teacher-forcing reference, or the last one within the limits when this one is over them.
+
+    Scoring a reference is one forward pass over prompt + reference, and the free run beside it decodes
+    as many tokens as the reference has: so a reference gets the prompt's byte limit, and at most the
+    tokens one decode may make (MAX_NEW_TOKENS), counted with the loaded model's tokenizer when there
+    is one. Refused here, before any forward pass, with the results of the last good reference kept;
+    `url_key`, the reference's place in the URL, then holds no refused text."""
+    size = len(reference.encode("utf-8", errors="surrogatepass"))
+    problem = None
+    if size > PROMPT_LIMIT_BYTES:
+        problem = t("teacher.reference_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")
+    elif lm is not None and unpaired_surrogate(reference) is None:      # (the engine names a lone surrogate)
+        tokens = len(lm.tokenizer(reference, add_special_tokens=False)["input_ids"])
+        if tokens > MAX_NEW_TOKENS:
+            problem = t("teacher.reference_too_many_tokens", n=f"{tokens:,}", limit=f"{MAX_NEW_TOKENS:,}")
+    if problem is None:
+        st.session_state["_last_good_reference"] = reference
+        return reference
+    previous = st.session_state.get("_last_good_reference")
+    st.query_params.pop(url_key, None)        # a refused text is no link to share (the page puts back a kept one)
+    keep_or_stop(ConfigError("reference", problem), have_previous=previous is not None)
+    return previous
+
+
+def sync_long_text(key: str, text: str) -> None:
+    """Write a free text (prompt, reference) into the URL, or leave it out when it would make the address
+    too long for a link (URL_PROMPT_LIMIT bytes, percent-encoded)."""
+    if url_bytes(text) <= URL_PROMPT_LIMIT:
+        sync_url(**{key: text})
+    else:
+        st.query_params.pop(key, None)
 
 
 # ---- sidebar extras: model facts and a link to this exact view ---------------------

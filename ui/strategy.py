@@ -46,9 +46,10 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
     if strategy not in strategies:
         strategy = strategies[0]
         st.session_state.pop("strategy", None)
+    names = {s: t(f"step.strategy_{s}") for s in strategies}      # labels in this run's language
     values["strategy"] = box.segmented_control(
         t("step.strategy"), strategies, key="strategy", default=strategy,
-        format_func=lambda s: t(f"step.strategy_{s}"), help=t("step.strategy_help")) or strategy
+        format_func=names.get, help=t("step.strategy_help")) or strategy
     strategy = values["strategy"]
     cols = box.columns(4)
     if strategy in WARPED_STRATEGIES:

@@ -64,8 +64,8 @@ def render_what_happened(trace: Trace, key_prefix: str, lm: LoadedModel | None =
     findings = findings_of(trace)
     sequence = 0
     if len(trace.sequences) > 1:
-        sequence = st.selectbox(t("explain.sequence"), list(range(len(trace.sequences))),
-                                format_func=lambda i: t("explain.sequence_label", n=i + 1),
+        names = {i: t("explain.sequence_label", n=i + 1) for i in range(len(trace.sequences))}   # this run's language
+        sequence = st.selectbox(t("explain.sequence"), list(names), format_func=names.get,
                                 key=f"{key_prefix}_sequence")
     found = findings["sequences"][sequence]
     events = timeline(findings, sequence)
@@ -192,9 +192,9 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
     picks = [p["step"] for p in found["low_prob_picks"] if loop is None or p["step"] < loop["start"] + loop["n"]]
     default = picks[-1] if picks else candidates[0]
     cols = st.columns([2, 2, 3], vertical_alignment="bottom")
+    step_names = {s: t("explain.step_button", step=s + 1) for s in candidates}     # in this run's language
     step = cols[0].selectbox(t("explain.replay_step"), candidates, index=candidates.index(default),
-                             format_func=lambda s: t("explain.step_button", step=s + 1),
-                             key=f"{key_prefix}_replay_step")
+                             format_func=step_names.get, key=f"{key_prefix}_replay_step")
     ids = tuple(trace.sequences[sequence].token_ids)
     identity = (trace.model, trace.prompt, ids, trace.config, sequence, step)
     result_key = f"{key_prefix}_replay"

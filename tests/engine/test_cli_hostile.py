@@ -18,7 +18,7 @@ import engine.__main__ as cli
 import engine.model
 from engine import ConfigError, DecodeConfig, Trace
 from engine import decode
-from test_bad_input import ROOT, assert_one_error_line, cli_in_process
+from test_bad_input import ROOT, Result, assert_one_error_line, cli_in_process
 from test_model_cache import fake_bundled  # noqa: F401  (fixture)
 
 
@@ -131,3 +131,35 @@ def test_a_damaged_cache_is_rebuilt_and_the_cli_says_so(capsys, monkeypatch, fak
     assert "Traceback" not in result.stderr
     assert "damaged" in result.stderr and "model.safetensors" in result.stderr and "rebuilding" in result.stderr
     assert calls == [1, 1]
+
+
+# ---- `lens` has the same checks as `decode` ----------------------------------------------------------
+def lens_in_process(capsys, monkeypatch, *args):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    capsys.readouterr()
+    try:
+        code = cli.main(["lens", *args])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return Result(code, out.out, out.err)
+
+
+@pytest.mark.parametrize("prompt, words", [("caf\udce9", ["--prompt", "not UTF-8", "0xE9", "character 4"]),
+                                           ("smile \ud83d please", ["--prompt", "character 7", "UTF-16"])])
+def test_lens_names_a_prompt_that_is_not_text_before_loading(capsys, monkeypatch, tiny_llama_folder, loads,
+                                                             prompt, words):
+    result = lens_in_process(capsys, monkeypatch, "--prompt", prompt, "--model", tiny_llama_folder[1])
+    assert_one_error_line(result, *words)
+    assert loads == [], "the model was loaded for a prompt that could be refused first"
+
+
+def test_lens_rebuilds_a_damaged_cache_and_says_so(capsys, monkeypatch, fake_bundled):  # noqa: F811
+    target, calls = fake_bundled
+    assert lens_in_process(capsys, monkeypatch, "--prompt", "Paris").returncode == 0
+    (target / "model.safetensors").write_bytes(b"")
+    result = lens_in_process(capsys, monkeypatch, "--prompt", "Paris")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "damaged" in result.stderr and "model.safetensors" in result.stderr and "rebuilding" in result.stderr
+    assert calls == [1, 1]
+    assert "layer" in result.stdout

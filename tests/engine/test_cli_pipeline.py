@@ -62,3 +62,55 @@ def test_lens_bad_input_is_one_line(capsys, monkeypatch, tiny_llama_folder, argv
     code, out, err = cli(capsys, monkeypatch, *argv, "--model", tiny_llama_folder[1])
     assert code == 2 and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1 and words in err
+
+
+@pytest.mark.parametrize("extra, note", [
+    (["--strategy", "beam", "--num-beams", "2", "--repetition-penalty", "1.5"],
+     "(no sampler stages: beam search records none; it applies the repetition penalty 1.5 to every beam's "
+     "log-probabilities, then ranks the beams by score)"),
+    (["--strategy", "beam", "--num-beams", "2"],
+     "(no sampler stages: beam search records none; it applies none of the processors, then ranks the beams by "
+     "score)"),
+    (["--strategy", "greedy"], "(no sampler stages: these settings apply none of the processors)"),
+])
+def test_decode_stages_says_truly_why_there_are_none(capsys, monkeypatch, tiny_llama_folder, extra, note):
+    """Beam search with a repetition penalty applies it (and records no stages): the note must not say it applies none."""
+    code, out, err = cli(capsys, monkeypatch, "decode", "--model", tiny_llama_folder[1], "--prompt", "Paris",
+                         "--max-new-tokens", "2", "--stages", *extra)
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == note
+
+
+def test_greedy_with_a_penalty_records_its_stage(capsys, monkeypatch, tiny_llama_folder):
+    code, out, err = cli(capsys, monkeypatch, "decode", "--model", tiny_llama_folder[1], "--prompt", "Paris",
+                         "--max-new-tokens", "2", "--stages", "--repetition-penalty", "1.5")
+    assert code == 0, err
+    assert re.search(r"^\s+penalty 1\.5\s+kept", out, re.M) and "no sampler stages" not in out
+
+
+def test_lens_notes_a_last_layer_that_is_not_the_models_logits(capsys, monkeypatch, tmp_path):
+    """A Gemma 3 with its logits soft-capped after the final norm (cap * tanh(x / cap)): the lens reads the
+    logits before the cap, so its last layer differs from the model's own logits by the cap's effect."""
+    from tiny_models import tiny_gemma3
+
+    lm = tiny_gemma3()
+    lm.model.config.final_logit_softcapping = 5.0
+    lm.model.save_pretrained(tmp_path)
+    lm.tokenizer.save_pretrained(tmp_path)
+    code, out, err = cli(capsys, monkeypatch, "lens", "--model", str(tmp_path), "--prompt", "Paris", "--top", "1")
+    assert code == 0, err
+    ids = torch.tensor([lm.tokenizer("Paris")["input_ids"]])
+    with torch.no_grad():
+        capped = lm.model(input_ids=ids).logits[0, -1].double()
+    uncapped = 5.0 * torch.atanh(capped / 5.0)            # the cap undone by hand
+    diff = float((uncapped - capped).abs().max())
+    note = out.strip().splitlines()[-1]
+    assert note.startswith("note: the last layer differs from the model's own logits by up to ")
+    assert float(note.split("by up to ")[1].split(":")[0]) == pytest.approx(diff, rel=2e-3)
+    assert "soft-capping" in note
+
+
+def test_lens_has_no_note_when_the_last_layer_is_the_models_logits(capsys, monkeypatch, tiny_llama_folder):
+    code, out, err = cli(capsys, monkeypatch, "lens", "--model", tiny_llama_folder[1], "--prompt", "Paris")
+    assert code == 0, err
+    assert "note:" not in out

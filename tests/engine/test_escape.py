@@ -134,3 +134,29 @@ def test_a_damaged_trace_gets_no_grid_rather_than_an_error():
         grid = escape_grid(loop_with(step, vocab_size=size))
         two = 1 - powered(P[:3] + [0.1], 2.0)[0]
         assert cell(grid, 2.0, "none") == pytest.approx(two)
+
+
+def test_the_first_repeat_of_a_one_token_loop_is_its_second_token():
+    """5 7 7 7 7 7 7 7: the 7 of step 1 (0-based) is repeated first at step 2. The loop rule reports the unit
+    [7, 7] from step 1, whose second copy starts at step 3: one step late."""
+    from engine.escape import first_repeat
+
+    assert first_repeat([5, 7, 7, 7, 7, 7, 7, 7]) == (2, 7)
+    assert first_repeat([7, 7, 7, 7, 7, 7]) == (1, 7)
+    # a two-token unit still repeats after two: w20 w21 from step 7, its second copy at step 9
+    assert first_repeat([10, 11, 12, 13, 14, 15, 16, 20, 21, 20, 21, 20, 21, 22]) == (9, 20)
+    # a three-token unit whose first two tokens agree: 7 7 8 repeats after three, not after one
+    assert first_repeat([7, 7, 8, 7, 7, 8, 7, 7, 8]) == (3, 7)
+    assert first_repeat([1, 2, 3, 4, 5, 6]) is None
+
+
+def test_a_one_token_loop_gets_its_grid_at_its_first_repeated_step():
+    """w5 then w7 seven times; step 2 is the first repeat of w7, and its candidates give the grid (T = 1: 1 - 0.5)."""
+    ids = [5, 7, 7, 7, 7, 7, 7, 7]
+    steps = [confident(i, t) for i, t in enumerate(ids)]
+    steps[2] = make_step(2, list(zip([7, 31, 32, 33], P)), chosen=7)
+    trace = dataclasses.replace(make_trace(steps), model_facts={"vocab_size": 4})
+    grid = escape_grid(trace)
+    assert (grid.step, grid.token_id) == (2, 7)
+    assert cell(grid, 1.0, "none") == pytest.approx(0.5)
+    assert cell(grid, 2.0, "none") == pytest.approx(1 - math.sqrt(0.5) / sum(math.sqrt(p) for p in P))

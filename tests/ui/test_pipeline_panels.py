@@ -14,6 +14,8 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from ui.present import PRESENT_FONT  # noqa: E402
+
 PROMPT = "The capital of France is"
 
 
@@ -34,6 +36,12 @@ def open_step_page(folder, lang="en", present=False, **settings) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def charts_titled(at: AppTest, title: str) -> list:
+    """The Plotly specs on the page whose title holds `title` (read from the JSON: it escapes non-ASCII text)."""
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [spec for spec in specs if title in str(spec["layout"].get("title", {}).get("text", ""))]
 
 
 def first_logits(lm):
@@ -62,9 +70,10 @@ def test_stage_table_matches_transformers_processors(tiny_llama_folder, lang):
     assert kept[1] == 30
 
 
-def test_lens_names_the_first_layer_on_top(tiny_llama_folder):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_lens_names_the_first_layer_on_top(tiny_llama_folder, lang):
     lm, folder = tiny_llama_folder
-    at = open_step_page(folder, max_new_tokens=2)
+    at = open_step_page(folder, lang, max_new_tokens=2)
     at.toggle(key="sbs_lens_on").set_value(True).run()
     assert not at.exception, at.exception
     ids, logits = first_logits(lm)
@@ -75,35 +84,44 @@ def test_lens_names_the_first_layer_on_top(tiny_llama_folder):
     layer = tops.index(chosen)
     from figures.labels import for_markdown, visible
 
-    words = texts("en")
+    words = texts(lang)
+    assert words["lens_title"] in [e.label for e in at.expander]
     token = f"“{for_markdown(visible(lm.token_texts[chosen]))}”"
     expected = (words["lens_first_emb"].format(step=1, token=token) if layer == 0 else
                 words["lens_first"].format(step=1, token=token, layer=layer, layers=lm.facts.layers))
     assert expected in [m.value for m in at.markdown]
-    assert len(at.get("plotly_chart")) >= 2                   # the candidates chart and the lens heatmap
+    heatmaps = charts_titled(at, words["lens_fig_title"])
+    assert len(heatmaps) == 1                                 # the lens heatmap, titled in this language
 
 
-def test_loop_escape_grid_and_its_button(tiny_llama_folder):
+@pytest.mark.parametrize("lang, present", [("en", False), ("zh", False), ("en", True)])
+def test_loop_escape_grid_and_its_button(tiny_llama_folder, lang, present):
     """Greedy loops at once on the tiny model. At a loop the repeated token is the top one, so its chance falls as
-    the temperature rises and rises when tokens are cut: the best cell is the hottest one with no cut-off."""
+    the temperature rises and rises when tokens are cut: the best cell is the hottest one with no cut-off.
+    In English, in Chinese, and in presentation mode (where the grid grows like every figure)."""
     lm, folder = tiny_llama_folder
-    at = open_step_page(folder, max_new_tokens=6)
+    at = open_step_page(folder, lang, present, max_new_tokens=6)
     at.button(key="sbs_play").click().run()
     for _ in range(10):                            # each tick of Play's timer (AppTest runs no timers)
         if not at.session_state["sbs_playing"]:
             break
         at.run()
     assert not at.exception, at.exception
-    words = texts("en")
+    words = texts(lang)
     assert words["escape_title"] in [e.label for e in at.expander]
     assert any(words["escape_exact"] in c.value for c in at.caption)       # the model is here: full logits
-    # the loop [t, t, t, ...] first repeats at step 2 (0-based); at temperature 1, no cut-off: 1 - p(t)
+    # greedy writes one token t six times: t at step 0 (0-based) is first repeated at step 1;
+    # at temperature 1, no cut-off, the chance of leaving there is 1 - p(t | prompt + t)
     ids = lm.tokenizer(PROMPT)["input_ids"]
     generated = at.session_state["sbs"].trace().best.token_ids
+    assert len(generated) == 6 and len(set(generated)) == 1
     with torch.no_grad():
-        probs = lm.model(input_ids=torch.tensor([ids + generated[:2]])).logits[0, -1].softmax(-1)
-    grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Chance of leaving" in c.proto.spec)
-    assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[2]]), abs=1e-5)
+        probs = lm.model(input_ids=torch.tensor([ids + generated[:1]])).logits[0, -1].softmax(-1)
+    title = words["escape_fig_title"].format(step=2)
+    grid, = charts_titled(at, title)
+    assert grid["data"][0]["z"][1][0] == pytest.approx(1 - float(probs[generated[1]]), abs=1e-5)
+    size = grid["layout"].get("font", {}).get("size")
+    assert (size == PRESENT_FONT) if present else (size != PRESENT_FONT), size
     button = at.button(key="sbs_escape_decode")
     assert button.label == words["escape_button"].format(t="2", cut=words["escape_fig_none"])
     button.click().run()
@@ -111,7 +129,7 @@ def test_loop_escape_grid_and_its_button(tiny_llama_folder):
     state = at.session_state
     assert (state["strategy"], state["temperature"], state["top_p"], state["min_p"]) == ("sample", 2.0, 1.0, 0.0)
     assert state["sbs"].config.strategy == "sample" and state["sbs"].config.temperature == 2.0
-    assert at.slider(key="sbs_slider").value == 3            # the loop's first repeated step, shown 1-based
+    assert at.slider(key="sbs_slider").value == 2            # the loop's first repeated step, shown 1-based
 
 
 def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
@@ -175,3 +193,29 @@ def test_lens_on_beam_reads_the_best_beam_and_soft_says_why_not(tiny_llama_folde
         spec = json.loads(lens_charts[0].proto.spec)
         assert len(spec["data"][0]["z"]) == lm.facts.layers + 1
         assert len(spec["data"][0]["x"]) == len(at.session_state["sbs"].trace().best.token_ids)
+
+
+def looping_run_without_draws(strategy: str, lang: str):
+    """Runs inside AppTest: the escape panel for a hand-made run that loops from step 7 (w20 w21 three times)."""
+    import streamlit as st
+    from test_escape import P, loop_with
+    from test_explain import make_step
+
+    from ui.pipeline import render_escape
+
+    st.session_state.setdefault("lang", lang)
+    trace = loop_with(make_step(9, list(zip([20, 31, 32, 33], P)), chosen=20), vocab_size=4, strategy=strategy)
+    render_escape(trace, key="up_escape", can_decode=False)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("strategy, reason", [("beam", "beam"), ("soft", "vector"), ("gumbel", "vector")])
+def test_a_loop_in_a_run_that_draws_no_token_says_why_there_is_no_grid(strategy, reason, lang):
+    at = AppTest.from_function(looping_run_without_draws, kwargs=dict(strategy=strategy, lang=lang),
+                               default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    words = texts(lang)
+    # w20 w21 from step 7 (0-based): the loop's second copy begins at step 9, shown as step 10
+    assert [i.value for i in at.info] == [words[f"escape_none_{reason}"].format(step=10)]
+    assert not at.get("plotly_chart") and not at.button

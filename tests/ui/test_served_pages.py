@@ -342,3 +342,18 @@ def test_sampling_and_beam_on_the_step_page_show_a_served_trace(stub_server, no_
     assert any(i.startswith(f"top-{trace.model_facts['served']['top_n']} from llama-cpp-python at {url}")
                for i in infos(at)), infos(at)
     assert not errors(at)
+
+
+def test_a_reference_over_the_byte_limit_sends_no_scoring_request(stub_server, no_local_loads):
+    """A served model's tokenizer is the server's, so only bytes are counted here; that is enough to send nothing."""
+    url = stub_server(_scoring_server(PROMPT, " Paris."), owned_by="llamacpp")
+    at = connect(app("teacher_forcing", params={"server": url}, state={"tf_reference": " Paris."}), url)
+    scored = len(stub_server.requests(url))
+    values = {m.label: m.value for m in at.metric}
+    big = " Paris is a big city." * 400                                    # 8,400 bytes
+    at.text_area(key="tf_reference").set_value(big).run()
+    assert not at.exception, at.exception
+    messages = errors(at)
+    assert len(messages) == 1 and "reference: is 8,400 bytes" in messages[0] and "8,000" in messages[0], messages
+    assert len(stub_server.requests(url)) == scored, "the server was asked to score a reference over the limit"
+    assert {m.label: m.value for m in at.metric} == values               # the scores on screen stay
