@@ -17,7 +17,7 @@ import streamlit as st
 
 from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError, load_model
 from engine.config import MAX_NEW_TOKENS
-from engine.model import BUNDLED, DTYPES, bundled_named
+from engine.model import BUNDLED, DTYPES, LoadedModel, bundled_named
 from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
@@ -406,7 +406,7 @@ def _prompt_within_limit(prompt: str, model: str) -> str:
     return previous
 
 
-def reference_within_limit(reference: str, lm=None, url_key: str = "tf_reference") -> str | None:
+def reference_within_limit(reference: str, lm: LoadedModel | None = None, url_key: str = "tf_reference") -> str | None:
     """The teacher-forcing reference, or the last one within the limits when this one is over them.
 
     Scoring a reference is one forward pass over prompt + reference, and the free run beside it decodes
