@@ -10,19 +10,28 @@ printed (absolute seconds depend on the machine and on what else it is running):
    tokens (which is what free running costs);
 3. the eps curve, 11 points on those 128 tokens, vs the same greedy decode;
 4. the KV page: rebuilding per-beam cache views and paged layouts for a 4-beam, 32-step
-   trace vs the beam decode itself.
+   trace vs the beam decode itself;
+5. a sampled decode of 32 steps that records all five sampler stages vs `model.generate`
+   with the same settings (what recording each stage costs);
+6. the logit lens for the next token (every layer through the final norm and the
+   unembedding) vs one forward pass over the same prompt.
 Rounds interleave the work and its reference; medians are reported.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+
+import torch
 
 from engine import DecodeConfig, decode, load_model
 from engine.embedding import feedback_cost, soft_lane
 from engine.kv_trace import cache_steps
+from engine.lens import lens_next
 from engine.teacher import epsilon_curve, teacher_force
+from engine.tokens import encode_prompt
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 
@@ -40,7 +49,8 @@ def compare(name: str, rounds: int, work, reference, ref_name: str) -> float:
         ours.append(timed(work)[0])
         theirs.append(timed(reference)[0])
     a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"{name:<44} {a:8.2f} s   {ref_name:<30} {b:8.2f} s   ratio {a / b:6.2f}", flush=True)
+    print(f"{name:<44} {a:8.2f} s   {ref_name:<30} {b:8.2f} s   ratio {a / b:6.2f}   load {os.getloadavg()[0]:.1f}",
+          flush=True)
     return a / b
 
 
@@ -79,6 +89,22 @@ def main() -> None:
     compare("KV page views, 4 beams x 32 steps", args.rounds,
             lambda: cache_steps(beam, lm.facts.kv_bytes_per_token), lambda: decode(lm, PROMPT, beam32),
             "beam decode, 4 beams x 32 steps")
+
+    staged = DecodeConfig(strategy="sample", max_new_tokens=32, repetition_penalty=1.3, temperature=0.7,
+                          top_k=50, top_p=0.9, min_p=0.05, seed=1)
+    ids = torch.tensor([encode_prompt(lm, PROMPT)], device=lm.device)
+    settings = dict(do_sample=True, repetition_penalty=1.3, temperature=0.7, top_k=50, top_p=0.9, min_p=0.05,
+                    max_new_tokens=32, min_new_tokens=32, pad_token_id=lm.tokenizer.eos_token_id)
+    compare("sample, 32 steps, 5 stages recorded", args.rounds, lambda: decode(lm, PROMPT, staged),
+            lambda: lm.model.generate(ids, attention_mask=torch.ones_like(ids), **settings),
+            "generate, same settings")
+
+    def one_forward():
+        with torch.inference_mode():
+            lm.model(ids)
+
+    compare("logit lens, next token, every layer", args.rounds + 2, lambda: lens_next(lm, PROMPT), one_forward,
+            "one forward pass, same prompt")
 
 
 if __name__ == "__main__":
