@@ -7,18 +7,12 @@ import pytest
 import torch
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from cli_helpers import run_cli
 from engine.__main__ import main
 
 
 def cli(capsys, monkeypatch, *argv):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(capsys, monkeypatch, main, argv)
 
 
 def test_decode_stages_prints_each_stage_kept_count_and_top1(capsys, monkeypatch, tiny_llama_folder):

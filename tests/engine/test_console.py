@@ -8,20 +8,10 @@ import torch
 
 from engine import console
 from engine.__main__ import main as engine_main
+from cli_helpers import run_cli
 from tiny_models import ROOT
 
 PROMPT = "The capital of France is"
-
-
-def run_cli(capsys, monkeypatch, main, argv):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
