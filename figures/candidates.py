@@ -22,6 +22,7 @@ CHOSEN = "#e45756"     # red outline
 CUMULATIVE = "#54a24b"  # green line
 THRESHOLD = "#b279a2"
 OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
+MARK = '<span style="color:{colour}">▼</span>'   # a coloured marker before a label in the text colour
 
 
 def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None,
@@ -86,12 +87,14 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         threshold = words["threshold"].format(p=f"{config.top_p:g}")
         fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
                         line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+        # the label in the text colour (a purple line is a graphic; purple text would be too faint to read)
         fig.add_annotation(x=len(cands) - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
-                           xanchor="right", yanchor="bottom", font=dict(color=THRESHOLD, size=13))
+                           xanchor="right", yanchor="bottom", font=dict(size=13))
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
-            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
-                               yshift=14, font=dict(color=CHOSEN, size=13))
+            # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
+            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}",
+                               showarrow=False, yshift=14, font=dict(size=13))
     top, beyond = top_and_beyond(cands)
     entries = sum(1 for trace in fig.data if trace.showlegend is not False)
     extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
