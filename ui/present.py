@@ -21,7 +21,7 @@ KEY = "present"
 # lane chips and tables (a canvas, so it is zoomed).
 STYLESHEET = """
 <style>
-[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.2rem 2.5rem 2rem 2.5rem; }
+[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.9rem 2.5rem 2rem 2.5rem; }   /* below the header */
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
 [data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.5; }
 [data-testid="stMain"] h1 { font-size: 2.2rem; padding: 0 0 0.2rem 0; }
@@ -77,8 +77,8 @@ def presenting() -> bool:
 
 PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
 # The room a 1280x720 projector leaves for a page's main figure, below the title, the row of buttons and the
-# stepping controls (about 250 px): a taller main figure is squeezed to it, so it is whole on the first screen.
-STAGE_HEIGHT = 460
+# stepping controls (about 260 px): a taller main figure is squeezed to it, so it is whole on the first screen.
+STAGE_HEIGHT = 450
 
 
 def sized(fig, main: bool = False):
