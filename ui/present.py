@@ -37,7 +37,9 @@ STYLESHEET = """
 [data-testid="stMain"] [data-testid="stHtml"] div { font-size: 1.35rem !important; }
 [data-testid="stMain"] [data-testid="stHtml"] span[style*="font-size"] { font-size: 1.1rem !important; }
 [data-testid="stMain"] [data-baseweb="select"] div, [data-testid="stMain"] [data-baseweb="tag"] span,
-[data-testid="stMain"] input, [data-testid="stMain"] textarea { font-size: 1.25rem; }
+[data-testid="stMain"] input, [data-testid="stMain"] textarea,
+[data-testid="stSelectboxVirtualDropdown"] [role="option"], [data-testid="stSelectboxVirtualDropdown"] [role="option"] div {
+  font-size: 1.25rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
 [data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
 [data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
@@ -91,9 +93,10 @@ def sized(fig, main: bool = False):
         # Streamlit's chart theme sizes ticks, legend and titles itself, so each is set, not just the default
         fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT),
                           legend=dict(font=dict(size=PRESENT_FONT)), title=dict(font=dict(size=PRESENT_FONT + 3)))
-        # axis titles grow a little less than the ticks, and push the margins so long ones still fit
-        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
-        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        # axis titles grow like the ticks (the chart theme draws them at 14 px), and push the margins so long
+        # ones still fit
+        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT), automargin=True)
+        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT), automargin=True)
         fig.update_layout(margin=dict(t=round((fig.layout.margin.t or 80) * 1.2)))   # room for the larger legend
         for trace in fig.data:          # sizes a figure set itself (node labels, counts) grow alike
             font = getattr(trace, "textfont", None)
