@@ -82,10 +82,13 @@ def contrast_on_white(hex_colour: str) -> float:
     return 1.05 / (luminance(hex_colour) + 0.05)
 
 
+PLOTLY_JS_TEXT = "#444444"      # plotly.js draws text in this colour when nothing else names one
+
+
 def note_colours(fig) -> list:
     """The colour each annotation's text is drawn in on a saved figure: its own, else the layout's, else the
-    default template's."""
-    default = pio.templates[pio.templates.default].layout.font.color
+    default template's (plotly's own, or the one Streamlit installs, which names none), else plotly.js's."""
+    default = pio.templates[pio.templates.default].layout.font.color or PLOTLY_JS_TEXT
     return [note.font.color or fig.layout.font.color or default for note in fig.layout.annotations]
 
 
