@@ -30,8 +30,7 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     """Bar chart of `step.candidates` (a Step record). `config` (DecodeConfig) adds the top-p line.
 
     texts: optional translated labels: raw, shaped, cut, cumulative, threshold, after_temperature, chosen, x, y,
-    y2, title,
-    other, other_hover.
+    y2, title, other, other_hover.
     other: the probability the listed candidates leave out (a served model's top-N view): one more
     bar, after the listed ones, that names no token; the cumulative line then ends at 1.
     """
@@ -95,8 +94,8 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
             # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
-            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}",
-                               showarrow=False, yshift=14, font=dict(size=13))
+            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
+                               text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}")
     top, beyond = top_and_beyond(cands)
     entries = sum(1 for trace in fig.data if trace.showlegend is not False)
     extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title

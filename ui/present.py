@@ -16,12 +16,13 @@ from ui.session import sync_url, url_value
 KEY = "present"
 
 # Bigger text and controls, no width cap on the page, figures stretched to the column; the top of the
-# page is tight (the boxes of the styles, the script and the pinned corner take no room in the flow), so the
-# main figure starts on the first screen of a 1280x720 projector. Everything that holds text grows with it: token chips and their legend (inline sizes, hence !important), dropdowns,
-# lane chips and tables (a canvas, so it is zoomed).
+# page is tight (it starts just below Streamlit's header; the boxes of the styles, the script and the pinned
+# corner take no room in the flow), so the main figure starts on the first screen of a 1280x720 projector.
+# Everything that holds text grows with it: token chips and their legend (inline sizes, hence !important),
+# dropdowns and their lists of options, lane chips and tables (a canvas, so it is zoomed).
 STYLESHEET = """
 <style>
-[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.9rem 2.5rem 2rem 2.5rem; }   /* below the header */
+[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.9rem 2.5rem 2rem 2.5rem; }
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
 [data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.5; }
 [data-testid="stMain"] h1 { font-size: 2.2rem; padding: 0 0 0.2rem 0; }
@@ -43,8 +44,8 @@ STYLESHEET = """
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
 [data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
 [data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
-[data-testid="stLayoutWrapper"]:has(> .st-key-page_style), [data-testid="stLayoutWrapper"]:has(> .st-key-present_corner) {
-  position: absolute; width: 0; height: 0; overflow: visible; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-page_style),
+[data-testid="stLayoutWrapper"]:has(> .st-key-present_corner) { position: absolute; width: 0; height: 0; overflow: visible; }
 .st-key-page_style { visibility: hidden; height: 0; overflow: hidden; }
 .st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
 .st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {
