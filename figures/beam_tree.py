@@ -23,7 +23,7 @@ EDGE_PRUNED = "rgba(128,128,128,0.2)"
 COLOURSCALE = "Viridis"
 
 WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 0 is the prompt)",
-         "y": "hypotheses (grouped under their parent, best rank first)", "kept": "kept (running beam)",
+         "y": "hypotheses under their parent<br>(best rank on top)", "kept": "kept (running beam)",
          "pruned": "pruned", "finished": "finished hypothesis", "best": "best sequence", "collapsed": "pruned (folded)",
          "colour": "cumulative<br>logprob", "prompt": "prompt", "token": "token", "step": "step",
          "logprob": "step logprob", "cum": "cumulative logprob", "score": "score", "rank": "rank", "beam": "from beam",

@@ -1,6 +1,6 @@
 """Presentation mode in Chromium: on every page with figures, at 1280x720 (a common projector) and at
 1400x900, in English and in 中文, the page's main figure is whole on the first screen, with no scrolling:
-its plot area, its title, its axis titles and tick labels all lie inside the window.
+its plot area, its title, its axis titles and tick labels all lie inside the window, and inside the figure.
 
 Each size is a page opened fresh at that size (not a window resized after the page was drawn), as on a
 projector. Screenshots of that first screen land in artifacts/screenshots/stage_<page>_<width>x<height>[_zh].png.
@@ -15,7 +15,8 @@ from browser_helpers import SCREENSHOTS, assert_no_exception, new_context, open_
 MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare": "cmp_chart",
                "expected_embedding": "ee_lane_chart", "teacher_forcing": "tf_forced_chart", "kv_cache": "kv_rows_chart"}
 SCREENS = ((1280, 720), (1400, 900))
-SLACK = 3          # px: sub-pixel rounding of the boxes
+SLACK = 3          # px: sub-pixel rounding of the boxes, against the window
+CUT = 1            # px: against the figure's own edge, past which a glyph is visibly cut off
 # the whole figure, then the parts a reader needs whole: titles, axis titles, tick labels, the colour bar
 PARTS = (".main-svg", ".gtitle", ".g-xtitle", ".g-ytitle", ".g-y2title", ".xaxislayer-above", ".yaxislayer-above",
          ".colorbar")
@@ -63,5 +64,11 @@ def test_main_figure_is_on_the_first_screen(browser, server, name, lang):
                        if box["top"] < -SLACK or box["left"] < -SLACK or box["bottom"] > found["height"] + SLACK
                        or box["right"] > found["width"] + SLACK}
             assert not outside, (name, lang, width, height, outside)
+            # and inside the figure itself, which cuts off whatever runs past its edges (a long axis title)
+            figure = found["boxes"][".main-svg#0"]
+            cut = {part: box for part, box in found["boxes"].items()
+                   if box["top"] < figure["top"] - CUT or box["left"] < figure["left"] - CUT
+                   or box["bottom"] > figure["bottom"] + CUT or box["right"] > figure["right"] + CUT}
+            assert not cut, (name, lang, width, height, figure, cut)
         finally:
             context.close()
