@@ -23,7 +23,7 @@ EDGE_PRUNED = "rgba(128,128,128,0.2)"
 COLOURSCALE = "Viridis"
 
 WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 0 is the prompt)",
-         "y": "hypotheses (grouped under their parent, best rank first)", "kept": "kept (running beam)",
+         "y": "hypotheses under their parent<br>(best rank on top)", "kept": "kept (running beam)",
          "pruned": "pruned", "finished": "finished hypothesis", "best": "best sequence", "collapsed": "pruned (folded)",
          "colour": "cumulative<br>logprob", "prompt": "prompt", "token": "token", "step": "step",
          "logprob": "step logprob", "cum": "cumulative logprob", "score": "score", "rank": "rank", "beam": "from beam",
@@ -43,6 +43,7 @@ def _arr(values: list) -> np.ndarray:
 
 
 LABEL_CHARS = 9
+ROW_PAD = 0.8         # rows of room beyond the outermost nodes, where their labels go
 
 
 def short_label(text: str, limit: int = LABEL_CHARS) -> str:
@@ -144,7 +145,7 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         return (f"<b>{for_plotly(n.text)}</b><br>{words['step']} {n.step + 1} · {words['status']}: {words.get(n.status, n.status)}"
                 f"<br>{words['logprob']}: {_fmt(n.logprob)}<br>{words['cum']}: {_fmt(n.cum_logprob)}"
                 f"<br>{words['score']} = cum / length^lp = {_fmt(n.cum_logprob)} / {n.length}^{lp:g} = {_fmt(s)}"
-                f"<br>{words['rank']} {n.rank} · {words['beam']} {n.beam}")
+                f"<br>{words['rank']} {n.rank} · {words['beam']} {n.beam + 1}")   # slots counted from 1
 
     styles = (("kept", "circle", 11, 1.0), ("pruned", "circle", 7, 0.3), ("finished", "diamond", 14, 1.0))
     first = True
@@ -159,7 +160,7 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
             if show_labels and status != "pruned" else None,
             # neighbouring columns put their labels on opposite sides, so long words do not run into each other
             textposition=["top center" if n.step % 2 == 0 else "bottom center" for n in group],
-            textfont=dict(size=11),
+            textfont=dict(size=11), cliponaxis=False,     # a label at the edge is drawn whole, never cut
             marker=dict(symbol=symbol, size=size, opacity=opacity, color=_arr([n.cum_logprob for n in group]),
                         colorscale=COLOURSCALE, cmin=cmin, cmax=cmax,
                         line=dict(width=2 if status == "finished" else 0.5, color=BEST if status == "finished" else "#777"),
@@ -178,14 +179,16 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                     hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
 
     height = int(min(max(380, 40 * max_rows + 160), 900))
+    edge = (max_rows - 1) / 2                 # rows sit at -edge, ..., edge
     fig.update_layout(
         title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1), y=0.98, yref="container",
                    yanchor="top"),
         # room right of the last column for its labels, so the colour bar never covers them
         xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 2.0],
                    zeroline=False),
+        # rank 1 on top; room above the top row and below the bottom row for their labels
         yaxis=dict(title=dict(text=words["y"]), showticklabels=False, zeroline=False, showgrid=False,
-                   autorange="reversed"),   # rank 1 on top
+                   range=[edge + ROW_PAD, -edge - ROW_PAD]),
         height=height, margin=dict(l=60, r=90, t=100, b=60), hovermode="closest",
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
     )

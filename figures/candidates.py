@@ -22,14 +22,15 @@ CHOSEN = "#e45756"     # red outline
 CUMULATIVE = "#54a24b"  # green line
 THRESHOLD = "#b279a2"
 OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
+MARK = '<span style="color:{colour}">▼</span>'   # a coloured marker before a label in the text colour
 
 
 def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None,
                       other: float | None = None) -> go.Figure:
     """Bar chart of `step.candidates` (a Step record). `config` (DecodeConfig) adds the top-p line.
 
-    texts: optional translated labels: raw, shaped, cut, cumulative, threshold, chosen, x, y, y2, title,
-    other, other_hover.
+    texts: optional translated labels: raw, shaped, cut, cumulative, threshold, after_temperature, chosen, x, y,
+    y2, title, other, other_hover.
     other: the probability the listed candidates leave out (a served model's top-N view): one more
     bar, after the listed ones, that names no token; the cumulative line then ends at 1.
     """
@@ -76,22 +77,25 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         x = x + [at]
         line_x.append(at)
         cumulative.append(min(total + other, 1.0))
-    label = words["cumulative"]
-    if config is not None and config.strategy in WARPED_STRATEGIES and config.temperature != 1.0:
-        label += words.get("after_temperature", " (top-p acts after temperature)")
-    fig.add_scatter(x=line_x, y=cumulative, name=label, yaxis="y2", mode="lines+markers",
+    fig.add_scatter(x=line_x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
-        # named on the line itself, not in the legend: a fifth legend entry wraps into the title
+        # named on the line itself, not in the legend: a fifth legend entry, or a long one, stacks the legend
+        # into rows that squeeze the plot. With a temperature, the label says the line is only a guide here.
         threshold = words["threshold"].format(p=f"{config.top_p:g}")
+        if config.temperature != 1.0:
+            threshold += words.get("after_temperature", " · it cuts the temperature-scaled curve, not this raw one")
         fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
                         line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+        # the label under the line (the curve usually runs above it there), in the text colour: a purple line
+        # is a graphic, purple text would be too faint to read
         fig.add_annotation(x=len(cands) - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
-                           xanchor="right", yanchor="bottom", font=dict(color=THRESHOLD, size=13))
+                           xanchor="right", yanchor="top", font=dict(size=13))
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
-            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), text=f"▼ {words['chosen']}", showarrow=False,
-                               yshift=14, font=dict(color=CHOSEN, size=13))
+            # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
+            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
+                               text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}")
     top, beyond = top_and_beyond(cands)
     entries = sum(1 for trace in fig.data if trace.showlegend is not False)
     extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title

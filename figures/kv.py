@@ -23,12 +23,13 @@ def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def cache_rows(cache_step, labels: dict) -> go.Figure:
-    """One horizontal stacked bar per beam slot: rows reused, appended, copied after this step."""
-    slots = [f"{labels['beam']} {b.slot}" for b in cache_step.beams]
+    """One horizontal stacked bar per beam slot: rows reused, appended, copied after this step.
+    Slots and parents are numbered from 1, as everywhere people read them (the records stay 0-based)."""
+    slots = [f"{labels['beam']} {b.slot + 1}" for b in cache_step.beams]
     fig = go.Figure()
     for category in ("reused", "appended", "copied"):
         values = [getattr(b, category) for b in cache_step.beams]
-        parents = [b.parent for b in cache_step.beams]
+        parents = [b.parent + 1 for b in cache_step.beams]
         fig.add_trace(go.Bar(
             y=slots, x=values, name=labels[category], orientation="h", marker_color=COLOURS[category],
             text=[str(v) if v else "" for v in values], textposition="inside", customdata=parents,
@@ -40,7 +41,8 @@ def cache_rows(cache_step, labels: dict) -> go.Figure:
 
 
 def paged_blocks(cache_step, token_texts: list, labels: dict) -> go.Figure:
-    """Each physical block once (a square, its reference count inside); one line per beam through its blocks."""
+    """Each physical block once (a square, its reference count inside); one line per beam through its blocks
+    (beams numbered from 1)."""
     blocks = cache_step.paged_blocks
     # lay blocks out by position in the sequence (x) and, within a position, one under the other (y)
     row_at: dict = {}
@@ -54,7 +56,7 @@ def paged_blocks(cache_step, token_texts: list, labels: dict) -> go.Figure:
         xs = [place[i][0] for i in table]
         ys = [place[i][1] for i in table]
         offset = (beam - (len(cache_step.paged_tables) - 1) / 2) * 0.04
-        fig.add_trace(go.Scatter(x=xs, y=[y + offset for y in ys], mode="lines", name=f"{labels['beam']} {beam}",
+        fig.add_trace(go.Scatter(x=xs, y=[y + offset for y in ys], mode="lines", name=f"{labels['beam']} {beam + 1}",
                                  line=dict(color=BEAM_COLOURS[beam % len(BEAM_COLOURS)], width=2),
                                  hoverinfo="skip"))
     texts = []
@@ -68,7 +70,7 @@ def paged_blocks(cache_step, token_texts: list, labels: dict) -> go.Figure:
             "#08306b" if b.refs == 1 and not b.full else "white" for b in blocks]),
         marker=dict(symbol="square", size=34,
                     color=["#08519c" if b.refs > 1 else ("#6baed6" if b.full else "#c6dbef") for b in blocks]),
-        customdata=[[b.refs, ", ".join(str(x) for x in b.beams), len(b.tokens), t] for b, t in zip(blocks, texts)],
+        customdata=[[b.refs, ", ".join(str(x + 1) for x in b.beams), len(b.tokens), t] for b, t in zip(blocks, texts)],
         hovertemplate=labels["refs"] + " %{customdata[0]}<br>" + labels["beams"] + " %{customdata[1]}<br>"
                       + labels["tokens"] + " %{customdata[2]}<br>%{customdata[3]}<extra></extra>"))
     depth = max(row_at.values(), default=1)

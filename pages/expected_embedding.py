@@ -66,7 +66,7 @@ else:
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
                "title": t("embedding.lane_title")}
-(slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split)), key="ee_lane_chart")
+(slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split), main=True), key="ee_lane_chart")
 
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
 

@@ -78,7 +78,7 @@ if strategy == "beam":
 
 row_labels = {k: t("kv." + k) for k in ("reused", "appended", "copied", "beam", "parent", "rows")}
 row_labels["title"] = t("kv.rows_title", step=cs.step + 1)
-(slot or st).plotly_chart(sized(cache_rows(cs, row_labels)), key="kv_rows_chart")
+(slot or st).plotly_chart(sized(cache_rows(cs, row_labels), main=True), key="kv_rows_chart")
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
 block_labels["title"] = t("kv.blocks_title", block=BLOCK_SIZE)

@@ -182,7 +182,7 @@ def stepper_panel():
         other=other_mass(step) if served_facts(recorded) else None)
     with chart_col:
         with_badge(fig, served_badge(recorded, step))
-        event = st.plotly_chart(sized(fig), key="sbs_chart", on_select="rerun",
+        event = st.plotly_chart(sized(fig, main=True), key="sbs_chart", on_select="rerun",
                                 selection_mode="points", width="stretch")
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen

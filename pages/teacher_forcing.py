@@ -130,7 +130,7 @@ cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
 bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
 bar_labels["divergence"] = t("teacher.divergence_mark")
 bar_labels["title"] = t("teacher.forced_title")
-(slot or st).plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence)),
+(slot or st).plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence), main=True),
                           key="tf_forced_chart")
 with st.expander(t("teacher.table")):
     st.dataframe([{t("teacher.col_pos"): p.index + 1, t("teacher.col_token"): visible(p.text),

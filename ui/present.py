@@ -16,12 +16,13 @@ from ui.session import sync_url, url_value
 KEY = "present"
 
 # Bigger text and controls, no width cap on the page, figures stretched to the column; the top of the
-# page is tight, so the main figure starts on the first screen of a 1280x720 projector. Everything that
-# holds text grows with it: token chips and their legend (inline sizes, hence !important), dropdowns,
-# lane chips and tables (a canvas, so it is zoomed).
+# page is tight (it starts just below Streamlit's header; the boxes of the styles, the script and the pinned
+# corner take no room in the flow), so the main figure starts on the first screen of a 1280x720 projector.
+# Everything that holds text grows with it: token chips and their legend (inline sizes, hence !important),
+# dropdowns and their lists of options, lane chips and tables (a canvas, so it is zoomed).
 STYLESHEET = """
 <style>
-[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.2rem 2.5rem 2rem 2.5rem; }
+[data-testid="stMain"] .block-container { max-width: 100%; padding: 3.9rem 2.5rem 2rem 2.5rem; }
 [data-testid="stMain"] p, [data-testid="stMain"] li, [data-testid="stMain"] label,
 [data-testid="stMain"] [data-testid="stCaptionContainer"] { font-size: 1.3rem; line-height: 1.5; }
 [data-testid="stMain"] h1 { font-size: 2.2rem; padding: 0 0 0.2rem 0; }
@@ -37,26 +38,32 @@ STYLESHEET = """
 [data-testid="stMain"] [data-testid="stHtml"] div { font-size: 1.35rem !important; }
 [data-testid="stMain"] [data-testid="stHtml"] span[style*="font-size"] { font-size: 1.1rem !important; }
 [data-testid="stMain"] [data-baseweb="select"] div, [data-testid="stMain"] [data-baseweb="tag"] span,
-[data-testid="stMain"] input, [data-testid="stMain"] textarea { font-size: 1.25rem; }
+[data-testid="stMain"] input, [data-testid="stMain"] textarea,
+[data-testid="stSelectboxVirtualDropdown"] [role="option"], [data-testid="stSelectboxVirtualDropdown"] [role="option"] div {
+  font-size: 1.25rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
 [data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
 [data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
+[data-testid="stLayoutWrapper"]:has(> .st-key-page_style),
+[data-testid="stLayoutWrapper"]:has(> .st-key-present_corner) { position: absolute; width: 0; height: 0; overflow: visible; }
+.st-key-page_style { visibility: hidden; height: 0; overflow: hidden; }
 .st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
 .st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {
   min-height: 2.2rem; font-size: 1rem; padding: 0.2rem 0.8rem; }
 </style>
 """
 
-# Always on, in every mode: readable contrast (at least 4.5:1) for captions and the text inside figures,
-# in the theme's own text colour so light and dark themes both work; a focused sidebar link is outlined,
-# so it no longer looks like the current page.
+# Always on, in every mode: readable contrast (at least 4.5:1) for captions and the text inside figures
+# (ticks, titles, legends, notes on lines, the beam tree's node labels), in the theme's own text colour so
+# light and dark themes both work; a focused sidebar link is outlined, so it no longer looks like the current page.
 BASE_STYLESHEET = """
 <style>
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
 .stPlotlyChart .xtick text, .stPlotlyChart .ytick text, .stPlotlyChart .y2tick text, .stPlotlyChart .g-xtitle text,
 .stPlotlyChart .g-ytitle text, .stPlotlyChart .g-y2title text, .stPlotlyChart .legendtext, .stPlotlyChart .gtitle,
 .stPlotlyChart .cbtitle text, .stPlotlyChart .cbaxis text,
-.st-key-beam_chart .textpoint text { fill: currentColor !important; fill-opacity: 1 !important; }
+.stPlotlyChart .annotation-text, .st-key-beam_chart .textpoint text { fill: currentColor !important;
+  fill-opacity: 1 !important; }
 [data-testid="stSidebarNav"] a:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
 </style>
 """
@@ -72,18 +79,25 @@ def presenting() -> bool:
 
 
 PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
+# The room a 1280x720 projector leaves for a page's main figure, below the title, the row of buttons and the
+# stepping controls (about 260 px): a taller main figure is squeezed to it, so it is whole on the first screen.
+STAGE_HEIGHT = 450
 
 
-def sized(fig):
-    """The figure, its text enlarged for a projector when presentation mode is on."""
+def sized(fig, main: bool = False):
+    """The figure, its text enlarged for a projector when presentation mode is on; the page's `main`
+    figure is also held to the height the first screen leaves for it."""
     if presenting():
+        if main and (fig.layout.height or 0) > STAGE_HEIGHT:
+            fig.update_layout(height=STAGE_HEIGHT)
         scale = PRESENT_FONT / 12
         # Streamlit's chart theme sizes ticks, legend and titles itself, so each is set, not just the default
         fig.update_layout(font=dict(size=PRESENT_FONT), hoverlabel=dict(font_size=PRESENT_FONT),
                           legend=dict(font=dict(size=PRESENT_FONT)), title=dict(font=dict(size=PRESENT_FONT + 3)))
-        # axis titles grow a little less than the ticks, and push the margins so long ones still fit
-        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
-        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT - 2), automargin=True)
+        # axis titles grow like the ticks (the chart theme draws them at 14 px), and push the margins so long
+        # ones still fit
+        fig.update_xaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT), automargin=True)
+        fig.update_yaxes(tickfont=dict(size=PRESENT_FONT), title_font=dict(size=PRESENT_FONT), automargin=True)
         fig.update_layout(margin=dict(t=round((fig.layout.margin.t or 80) * 1.2)))   # room for the larger legend
         for trace in fig.data:          # sizes a figure set itself (node labels, counts) grow alike
             font = getattr(trace, "textfont", None)
@@ -126,11 +140,14 @@ def presentation_controls():
     where they take no room from the stage. Returns that corner (a container) when on, else None."""
     on = st.sidebar.toggle(t("present.toggle"), value=presenting(), key=KEY, help=t("present.toggle_help"))
     sync_url(**{KEY: on})
-    st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
-    st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
+    # the stylesheets and the script show nothing; in presentation mode their box is taken out of the flow
+    with st.container(key="page_style"):
+        st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
+        st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
+        if on:
+            st.markdown(STYLESHEET, unsafe_allow_html=True)
     if not on:
         return None
-    st.markdown(STYLESHEET, unsafe_allow_html=True)
     corner = st.container(key="present_corner", horizontal=True, gap="small")
     corner.button(t("present.exit"), key="present_exit", icon="🖥️", on_click=_leave, help=t("present.active_hint"))
     return corner

@@ -94,5 +94,5 @@ def served_teacher(server: Server | None, prompt: str, reference: str, slot=None
     cols[3].metric(t("teacher.metric_top1"), f"{sum(1 for p in forced.positions if p.rank == 1)}/{n}")
     labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
     labels["divergence"], labels["title"] = t("teacher.divergence_mark"), t("teacher.forced_title")
-    (slot or st).plotly_chart(sized(with_badge(reference_bars(forced, labels), badge)), key="tf_served_chart")
+    (slot or st).plotly_chart(sized(with_badge(reference_bars(forced, labels), badge), main=True), key="tf_served_chart")
     st.info(t("served.teacher_needs_weights"))

@@ -1,5 +1,6 @@
-"""Readability in Chromium: the legend never sits on the chart title (English and 中文, with top-p),
-and figure text and captions reach a contrast of at least 4.5:1 against the page."""
+"""Readability in Chromium: the legend never sits on the chart title and keeps to two rows (English and
+中文, with top-p), and figure text (ticks, titles, legends, notes on lines, the beam tree's node labels) and
+captions reach a contrast of at least 4.5:1 against the page, with and without presentation mode."""
 from __future__ import annotations
 
 import re
@@ -41,22 +42,67 @@ def test_legend_stays_clear_of_the_title(page, server, lang, present):
     title = chart.locator(".gtitle").bounding_box()
     legend = chart.locator(".legend").bounding_box()
     assert legend["y"] >= title["y"] + title["height"] - 1, (title, legend)
+    # one or two rows of entries, never a column that squeezes the plot
+    rows = chart.locator(".legend .traces").evaluate_all(
+        "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().top)))]")
+    assert 1 <= len(rows) <= 2, rows
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     chart.screenshot(path=str(SCREENSHOTS / f"legend_top_p_{lang}_present{present}.png"))
 
 
-def test_figure_text_and_captions_reach_4_5_to_1(page, server):
-    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+def page_background(page) -> tuple:
+    return rgb(page.evaluate("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"))
+
+
+def text_colours(chart, selector: str) -> list:
+    """(text, fill, the product of fill-opacity and opacity up to the chart) of each element drawn."""
+    return chart.locator(selector).evaluate_all("""els => els.filter(e => e.getBBox().width > 0).map(e => {
+        let alpha = parseFloat(getComputedStyle(e).fillOpacity);
+        for (let n = e; n && !n.classList.contains('js-plotly-plot'); n = n.parentElement)
+            alpha *= parseFloat(getComputedStyle(n).opacity);
+        return [e.textContent, getComputedStyle(e).fill, alpha]; })""")
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_figure_text_and_captions_reach_4_5_to_1(page, server, present):
+    open_page(page, server, "step_by_step", f"{QUERY}&lang=en&present={present}")
     chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
     chart.wait_for()
-    back = rgb(page.evaluate("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"))
+    back = page_background(page)
     for selector in (".xtick text", ".ytick text", ".g-xtitle text", ".g-ytitle text", ".legendtext"):
         fill = chart.locator(selector).first.evaluate("el => getComputedStyle(el).fill")
         assert contrast(rgb(fill), back) >= 4.5, (selector, fill)
+    # the notes on the chart: the top-p line's label and the chosen token's
+    notes = text_colours(chart, ".annotation-text")
+    assert any("top-p = 0.9" in text for text, _, _ in notes) and len(notes) >= 2, notes
+    for text, fill, alpha in notes:
+        assert contrast(rgb(fill), back, alpha=alpha) >= 4.5, (text, fill, alpha)
     caption = page.locator('[data-testid="stMain"] [data-testid="stCaptionContainer"]').first
     colour, opacity = caption.evaluate("el => [getComputedStyle(el).color, getComputedStyle(el).opacity]")
     c = rgb(colour)
     assert contrast(c, back, alpha=c[3] * float(opacity)) >= 4.5, (colour, opacity)
+
+
+# page -> (its chart's key, the text drawn on it, how many at least)
+DRAWN_TEXT = {"beam_tree": ("beam_chart", ".textpoint text", 5),
+              "teacher_forcing": ("tf_forced_chart", ".annotation-text", 1),
+              "expected_embedding": ("ee_lane_chart", ".annotation-text", 1)}
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+@pytest.mark.parametrize("name", list(DRAWN_TEXT))
+def test_notes_and_node_labels_reach_4_5_to_1(page, server, name, present):
+    """The beam tree's node labels, "first divergence" and "lanes part" read like the rest of the page."""
+    key, selector, least = DRAWN_TEXT[name]
+    open_page(page, server, name, f"lang=en&tour=0&max_new_tokens=6&present={present}")
+    assert_no_exception(page, server)
+    chart = page.locator(f'[class*="st-key-{key}"] .js-plotly-plot').first
+    chart.wait_for()
+    back = page_background(page)
+    drawn = text_colours(chart, selector)
+    assert len(drawn) >= least, drawn
+    for text, fill, alpha in drawn:
+        assert contrast(rgb(fill), back, alpha=alpha) >= 4.5, (name, text, fill, alpha)
 
 
 def test_charts_add_no_toolbar_stops_to_the_tab_order(page, server):
