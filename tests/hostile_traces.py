@@ -204,6 +204,9 @@ def mutate(data, path: tuple, op: str, other, scale):
     elif op == "retype":
         parent[last] = other
     elif op == "scale" and isinstance(value, int | float) and not isinstance(value, bool):
-        scaled = value * scale
+        try:
+            scaled = value * scale
+        except OverflowError:                  # 10**400 * 1e300: past any float, so past what a file may hold
+            scaled = value * int(scale)
         parent[last] = int(scaled) if isinstance(value, int) and isinstance(scale, int) else scaled
     return data
