@@ -78,7 +78,7 @@ class DecodeConfig:
                         if float(value) != int(value):
                             raise TypeError
                     clean[key] = int(value)
-                    if abs(clean[key]) > 2**53:     # 1e300 is a whole number too, but no setting is that big
+                    if abs(clean[key]) > 2**63 - 1:     # 1e300 is a whole number too; no setting passes 64 bits
                         raise ValueError
                 elif kind == "float":
                     if isinstance(value, bool):

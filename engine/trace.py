@@ -375,7 +375,7 @@ def _num(value) -> float:
     return value
 
 
-MAX_WHOLE = 2**53               # every count, id and size in a real trace is far below; a float holds it exactly
+MAX_WHOLE = 2**63 - 1           # a 64-bit integer: a seed may be this big, and tables and floats take it
 
 
 def _int(value) -> int:
