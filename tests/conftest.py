@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from served_fixtures import llama_server, stub_server  # noqa: F401  (tests/served, tests/ui, tests/browser)
+import tiers
+from tiers import bundled_only_where_marked  # noqa: F401  (autouse)
 from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: F401
 
 @pytest.fixture(scope="session")
@@ -47,11 +49,14 @@ def gemma():
     return load_model("gemma3-270m")
 
 
+def pytest_configure(config):
+    tiers.register(config)
+
+
+@pytest.hookimpl(tryfirst=True)      # before -m deselects by these markers
 def pytest_collection_modifyitems(config, items):
-    # Bundled-model tests are marked so they can be run or skipped as a group.
-    for item in items:
-        names = getattr(item, "fixturenames", ())
-        if "bundled" in names or "gemma" in names:
-            item.add_marker(pytest.mark.bundled)
-        if "gemma" in names:
-            item.add_marker(pytest.mark.gemma)
+    tiers.mark(items)
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    return tiers.summary(items)

@@ -126,6 +126,7 @@ def test_cli_bad_input_exits_2_with_one_line(args, param):
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.bundled      # de-quantises the real bundled file
 def test_half_written_cache_is_never_read(tmp_path, monkeypatch):
     """A cache folder without its COMPLETE marker (a killed write) is not taken as good."""
     monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path))

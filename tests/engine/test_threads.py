@@ -23,6 +23,7 @@ def test_threads_setting_wins_and_is_checked(monkeypatch):
         cpu_threads()
 
 
+@pytest.mark.bundled
 def test_loading_a_model_sets_the_threads(monkeypatch):
     before = torch.get_num_threads()
     monkeypatch.setenv("DECODESCOPE_THREADS", "1")
