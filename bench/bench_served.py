@@ -21,7 +21,7 @@ import torch
 
 from engine import DecodeConfig, decode, load_model
 from engine.served import Server
-from engine.served_decode import served_decode
+from engine.served.decode import served_decode
 from tests.served.served_helpers import running_llama_server
 
 PROMPT = "The capital of France is"

@@ -287,7 +287,7 @@ def lens_main(args) -> int:
 def _served(args, config):
     """The decode on a server: the model, where it runs and its chat template are the server's business."""
     from .served import Server
-    from .served_decode import served_decode
+    from .served.decode import served_decode
 
     for flag, value, default in (("--device", args.device, "auto"), ("--dtype", args.dtype, "auto"),
                                  ("--chat", args.chat, False)):

@@ -129,9 +129,9 @@ def watched_lanes(name: str, lm: LoadedModel, prompt: str, configs: list, labels
 
 
 def watched_served(name: str, server, prompt: str, config: DecodeConfig, label: str) -> Trace:
-    """A decode on a served model (engine.served_decode) with the same progress and Stop: the tokens stream
+    """A decode on a served model (engine.served.decode) with the same progress and Stop: the tokens stream
     in, and Stop keeps the steps received so far (the connection is closed; the server stops too)."""
-    from engine.served_decode import served_decode
+    from engine.served.decode import served_decode
 
     def run(on_step):
         stopped = []

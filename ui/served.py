@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError, Trace
 from engine.served import Server, ServedError
-from engine.served_teacher import served_teacher_force
+from engine.served.teacher import served_teacher_force
 from figures.labels import for_markdown
 from figures.served import badge_text, served_facts, with_badge
 from figures.teacher import reference_bars
@@ -65,7 +65,7 @@ __all__ = ["served_trace", "served_badge", "served_limits", "served_facts", "wit
 
 def served_teacher(server: Server | None, prompt: str, reference: str, slot=None) -> None:
     """Teacher forcing on a served model: each reference token's probability given the true prefix
-    (engine.served_teacher), with a badge that says how exact the numbers are; the parts that need whole
+    (engine.served.teacher), with a badge that says how exact the numbers are; the parts that need whole
     distributions say so."""
     if server is None:
         st.info(t("served.connect_first"))

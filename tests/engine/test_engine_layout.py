@@ -6,7 +6,7 @@ Two rules:
 2. No engine module has the name of something engine/__init__ exports. If `engine.decode` were both the
    module engine/decode.py and the function `decode` re-exported from the package, the attribute would be
    whichever was bound last, and `import engine.decode` anywhere would silently replace the function.
-   A module may still define a function of its own name (engine/explain.py's `explain`, engine/served_decode.py's
+   A module may still define a function of its own name (engine/explain.py's `explain`, engine/served/decode.py's
    `served_decode`) as long as the package does not re-export it: then `engine.explain` is only ever the module.
 """
 from __future__ import annotations
@@ -22,31 +22,38 @@ ENGINE = ROOT / "engine"
 PACKAGE = "engine"
 
 
-def module_name(path: Path) -> str:
-    return PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
+def module_name(path: Path, root: Path = ENGINE) -> str:
+    """engine/served/decode.py -> engine.served.decode; a package's __init__.py is the package."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join((PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
 
 
-def engine_imports(path: Path, modules: set[str]) -> set[str]:
+def engine_imports(path: Path, modules: set[str], root: Path = ENGINE) -> set[str]:
     """The engine modules (of `modules`) this file imports, at any depth; `from engine import x` counts as the
-    package itself unless x is a module."""
+    package itself unless x is a module. A relative import is read from the file's own package."""
+    here = module_name(path, root)
+    package = (here if path.stem == "__init__" else here.rpartition(".")[0]).split(".")
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level <= 1:      # level 2 and up is outside the package
-            base = (PACKAGE + (f".{node.module}" if node.module else "")) if node.level else (node.module or "")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > len(package):          # above engine/: outside the package
+                continue
+            parts = package[:len(package) - node.level + 1] if node.level else []
+            base = ".".join([*parts, *([node.module] if node.module else [])])
             found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                          for alias in node.names)
     return found & modules
 
 
 def import_graph(folder: Path = ENGINE) -> nx.DiGraph:
-    files = list(folder.glob("*.py"))
-    modules = {module_name(p) for p in files}
+    files = list(folder.rglob("*.py"))
+    modules = {module_name(p, folder) for p in files}
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for path in files:
-        graph.add_edges_from((module_name(path), target) for target in engine_imports(path, modules))
+        graph.add_edges_from((module_name(path, folder), target) for target in engine_imports(path, modules, folder))
     return graph
 
 
@@ -62,8 +69,9 @@ def package_exports(folder: Path = ENGINE) -> set[str]:
 
 
 def shadowed(folder: Path = ENGINE) -> set[str]:
-    """Engine modules named like something the package exports."""
-    return {p.stem for p in folder.glob("*.py")} & package_exports(folder)
+    """Engine modules and subpackages named like something the package exports."""
+    names = {p.stem for p in folder.glob("*.py")} | {p.parent.name for p in folder.glob("*/__init__.py")}
+    return names & package_exports(folder)
 
 
 def fake_engine(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -109,3 +117,23 @@ def test_engine_has_no_import_cycle():
 def test_no_engine_module_is_named_like_a_package_export():
     assert {"decode", "make_runner", "load_model", "Trace"} <= package_exports()
     assert not shadowed(), f"engine modules named like a package export: {sorted(shadowed())}"
+
+
+def test_imports_inside_a_subpackage_are_read_from_its_own_package(tmp_path):
+    folder = fake_engine(tmp_path, {"config": ""})
+    (folder / "served").mkdir()
+    (folder / "served" / "__init__.py").write_text("from .client import Server\n", encoding="utf-8")
+    (folder / "served" / "client.py").write_text("from ..config import x\n", encoding="utf-8")
+    (folder / "served" / "decode.py").write_text("from .client import Server\nfrom .. import config\n"
+                                                 "from ... import outside\n", encoding="utf-8")
+    assert set(import_graph(folder).edges) == {("engine.served", "engine.served.client"),
+                                               ("engine.served.client", "engine.config"),
+                                               ("engine.served.decode", "engine.served.client"),
+                                               ("engine.served.decode", "engine.config")}
+
+
+def test_the_engine_is_laid_out_by_family():
+    """Each family of modules lives in its own subpackage, not as a name prefix in one flat folder."""
+    assert (ENGINE / "served" / "client.py").is_file() and (ENGINE / "trace" / "check.py").is_file()
+    flat = {p.stem for p in ENGINE.glob("*.py")}
+    assert not {name for name in flat if name.startswith(("served", "trace"))}

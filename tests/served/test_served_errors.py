@@ -88,7 +88,7 @@ def test_cli_refuses_local_placement_with_a_server(capsys, flag):
 
 def test_soft_decoding_is_refused_on_a_server(stub_server):
     from engine.config import DecodeConfig
-    from engine.served_decode import served_decode
+    from engine.served.decode import served_decode
 
     url = stub_server({})
     with pytest.raises(ServedError, match="soft decoding feeds a vector back"):
@@ -97,7 +97,7 @@ def test_soft_decoding_is_refused_on_a_server(stub_server):
 
 def test_a_stream_cut_short_is_said_not_passed_off_as_the_whole_answer(stub_server):
     from engine.config import DecodeConfig
-    from engine.served_decode import served_decode
+    from engine.served.decode import served_decode
 
     cut = {"choices": [{"text": " a", "finish_reason": None, "logprobs": {
         "tokens": [" a"], "text_offset": [2], "token_logprobs": [-0.5], "top_logprobs": [{" a": -0.5}]}}]}

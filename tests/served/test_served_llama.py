@@ -16,7 +16,7 @@ from engine import load_model
 from engine.__main__ import main
 from engine.config import DecodeConfig
 from engine.served import Server, ServedError
-from engine.served_decode import TEXT_IDS_FROM, served_decode
+from engine.served.decode import TEXT_IDS_FROM, served_decode
 from engine.trace import Trace
 from served_helpers import QUANTISED_CLOSE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.config import DecodeConfig
 from engine.served import Server
-from engine.served_decode import served_decode
+from engine.served.decode import served_decode
 
 ANSWER = {"choices": [{"text": " a", "finish_reason": "length", "logprobs": {
     "tokens": [" a"], "text_offset": [2], "token_logprobs": [-0.5], "top_logprobs": [{" a": -0.5, " b": -1.5}]}}]}

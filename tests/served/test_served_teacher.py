@@ -10,7 +10,7 @@ import pytest
 from engine import load_model
 from engine.errors import ConfigError
 from engine.served import Server
-from engine.served_teacher import served_teacher_force
+from engine.served.teacher import served_teacher_force
 from engine.teacher import teacher_force
 from served_helpers import QUANTISED_CLOSE
 

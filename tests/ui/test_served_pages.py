@@ -313,7 +313,7 @@ def test_the_beam_tree_on_llama_cpp_carries_the_badge(llama_server, no_local_loa
 def test_a_saved_served_trace_opens_with_its_badge_and_contacts_nobody(stub_server, no_local_loads):
     from engine.config import DecodeConfig
     from engine.served import Server
-    from engine.served_decode import served_decode
+    from engine.served.decode import served_decode
 
     url = stub_server(COMPLETION)
     trace = served_decode(Server.connect(url), PROMPT, DecodeConfig(max_new_tokens=2, top_n=3))

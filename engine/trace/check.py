@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from .config import MAX_BEAMS, MAX_TOP_N
-from .errors import TraceFormatError
+from ..config import MAX_BEAMS, MAX_TOP_N
+from ..errors import TraceFormatError
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size

@@ -15,10 +15,10 @@ import math
 import time
 from dataclasses import dataclass
 
-from .errors import ConfigError
-from .served import Server, ServedError
-from .teacher import Scored
-from .trace import Neighbour
+from ..errors import ConfigError
+from .client import Server, ServedError
+from ..teacher import Scored
+from ..trace import Neighbour
 
 TOP = 5
 

@@ -1,246 +1,17 @@
-"""Trace: the record of one decode, as plain Python values, with JSON in and out.
+"""Reading a trace file: limits on one file, JSON parsing, and each field read with its type checked.
 
-A trace holds everything a figure needs (candidates per step, the beam tree, the
-fed-back vectors' nearest words, the KV cache per step), so it can be shown, shared
-and replayed without the model. Records are frozen dataclasses of plain values.
+The checks of what the values mean together (ids in the vocabulary, parents in the tree) are in check.py.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 import math
 import re
-from dataclasses import dataclass, field
 
-from .config import DecodeConfig
-from .errors import ConfigError, TraceFormatError
+from ..config import DecodeConfig
+from ..errors import ConfigError, TraceFormatError
+from .records import Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
 
-SCHEMA = "decodescope.trace/1"
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One of the top-N tokens at a step: what the model said and what the strategy did."""
-    token_id: int
-    text: str            # display text (byte pieces as <0xE4>)
-    logit: float
-    prob: float          # softmax of the raw logits
-    logprob: float
-    rank: int            # 1 = most likely under the raw distribution
-    shaped_prob: float   # probability after temperature / top-k / top-p / min-p / penalty
-    kept: bool           # survived truncation (shaped_prob > 0)
-
-
-@dataclass(frozen=True)
-class Neighbour:
-    token_id: int
-    text: str
-    value: float         # cosine similarity, or mixture weight
-
-
-@dataclass(frozen=True)
-class FeedBack:
-    """For soft and gumbel: the vector fed back instead of a token embedding."""
-    nearest: list        # [Neighbour] by cosine, best first (10)
-    nearest_cosine: float
-    weights: list        # [Neighbour] the mixture's largest weights (10)
-    argmax_id: int
-    argmax_text: str
-    entropy: float       # entropy of the mixture weights, in nats
-    norm: float          # |e|
-    nearest_norm: float  # |E[nearest]|
-
-
-@dataclass(frozen=True)
-class KVStep:
-    """The KV cache after this step. rows/bytes are read off the real cache tensors;
-    paged_* is the accounting of a shared-prefix cache (blocks of 16, ref-counted)."""
-    rows: int            # token rows held, summed over beams
-    bytes: int
-    rows_appended: int
-    rows_copied: int     # rows moved into a slot by a beam reorder
-    paged_rows: int      # distinct rows a shared-prefix cache would hold
-    paged_blocks: int
-    paged_bytes: int     # blocks * block_size * bytes per row
-    beam_rows: list      # rows per beam slot
-
-
-@dataclass(frozen=True)
-class StageToken:
-    token_id: int
-    text: str
-    prob: float          # probability in the distribution the stage received
-
-
-@dataclass(frozen=True)
-class Stage:
-    """The distribution after one logits processor, in the order transformers applies them."""
-    name: str            # repetition_penalty | temperature | top_k | top_p | min_p
-    value: float         # the setting (1.3, 0.7, 50, 0.9, 0.05)
-    kept_count: int      # tokens still possible after this stage
-    cut_count: int       # tokens this stage removed
-    removed_mass: float  # probability mass, in the distribution it received, of the tokens it removed
-    probs: list          # renormalised probability of each of the step's candidates, in their order
-    top_id: int          # top-1 token after this stage
-    top_text: str
-    top_prob: float
-    cut: list = field(default_factory=list)   # [StageToken] the first tokens it removed, in rank order
-
-
-@dataclass(frozen=True)
-class Step:
-    index: int                      # 0 = the first generated token
-    candidates: list                # [Candidate] top-N, for beams: of the best running beam
-    entropy: float                  # raw distribution, nats
-    shaped_entropy: float
-    removed_mass: float             # raw mass of tokens the strategy cut
-    kept_count: int                 # tokens with shaped prob > 0
-    chosen_ids: list                # one id, or one per beam kept
-    chosen_texts: list
-    feedback: FeedBack | None = None
-    kv: KVStep | None = None
-    beam_node_ids: list = field(default_factory=list)   # running beams' node ids after this step
-    seconds: float = 0.0            # wall time of this step's forward pass and choice
-    stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
-
-    @property
-    def chosen(self) -> "Candidate | None":
-        """The candidate record of the (first) chosen token, when it is among the recorded candidates."""
-        if not self.chosen_ids:
-            return None
-        return next((c for c in self.candidates if c.token_id == self.chosen_ids[0]), None)
-
-
-@dataclass(frozen=True)
-class Node:
-    """A beam-search expansion: one of the 2*num_beams continuations the search ranked."""
-    id: int
-    parent: int | None              # None for the root (the prompt)
-    step: int                       # -1 for the root
-    token_id: int
-    text: str
-    logprob: float                  # step logprob of this token
-    cum_logprob: float
-    score: float                    # cum_logprob / length ** length_penalty
-    length: int                     # generated tokens up to and including this one
-    status: str                     # root | kept | pruned | finished
-    beam: int                       # slot of the parent beam
-    rank: int                       # rank among this step's continuations (1 = best)
-
-
-@dataclass(frozen=True)
-class Sequence:
-    token_ids: list                 # generated tokens only
-    text: str
-    cum_logprob: float
-    score: float
-    node_id: int | None = None      # leaf in the beam tree
-
-
-@dataclass(frozen=True)
-class Trace:
-    model: str
-    prompt: str
-    prompt_token_ids: list
-    config: DecodeConfig
-    steps: list
-    sequences: list
-    nodes: list = field(default_factory=list)
-    model_facts: dict = field(default_factory=dict)
-    versions: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    forced: dict = field(default_factory=dict)      # step index -> token id forced there (branches)
-    findings: dict = field(default_factory=dict)    # analysis results, filled by engine.explain
-    schema: str = SCHEMA
-
-    # ---- views -------------------------------------------------------------
-    @property
-    def best(self) -> "Sequence":
-        return self.sequences[0]
-
-    @functools.cached_property
-    def nodes_by_id(self) -> dict:
-        """The beam tree's nodes by id (built once per trace; not a field, so not in the JSON)."""
-        return {n.id: n for n in self.nodes}
-
-    def path(self, node_id: int | None) -> list:
-        """[Node] of the beam tree from the first generated token down to node_id, the root left out:
-        the one leaf-to-root walk every view uses. Empty for None, or when there is no such node."""
-        by_id = self.nodes_by_id
-        path, node = [], by_id.get(node_id)
-        while node is not None and node.parent is not None and len(path) <= len(by_id):   # bounded, even on a cycle
-            path.append(node)
-            node = by_id.get(node.parent)
-        return path[::-1]
-
-    def graph(self):
-        """The beam tree as a networkx.DiGraph; node attributes are the Node fields."""
-        import networkx as nx
-
-        g = nx.DiGraph()
-        for node in self.nodes:
-            g.add_node(node.id, **dataclasses.asdict(node))
-            if node.parent is not None:
-                g.add_edge(node.parent, node.id)
-        return g
-
-    # ---- JSON ----------------------------------------------------------------
-    def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["config"] = self.config.to_dict()
-        out["forced"] = {str(k): v for k, v in self.forced.items()}
-        return _finite(out)
-
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> "Trace":
-        """Read a trace file, checking all of it (shape, types, consistency) before anyone uses it.
-
-        Raises TraceFormatError with one sentence naming the first problem. The size, nesting
-        and container limits bound the memory and time one file can cost."""
-        if isinstance(text, bytes | bytearray):
-            _check_size(len(text))
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TraceFormatError("trace is not UTF-8 text; expected a DecodeScope JSON trace") from None
-        else:
-            _check_size(len(text.encode("utf-8", "surrogatepass")))
-        _check_structure(text)
-        try:
-            data = json.loads(text, parse_constant=_reject_constant)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise TraceFormatError(f"trace is not valid JSON ({exc})") from None
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_dict(cls, data) -> "Trace":
-        if not isinstance(data, dict):
-            raise TraceFormatError("trace must be a JSON object with a 'schema' field")
-        schema = data.get("schema")
-        if not isinstance(schema, str) or not schema.startswith("decodescope.trace/"):
-            raise TraceFormatError("not a DecodeScope trace: the 'schema' field is missing or wrong")
-        try:
-            version = int(schema.rsplit("/", 1)[1])
-        except ValueError:
-            raise TraceFormatError(f"unreadable schema '{schema[:80]}'") from None
-        if version > 1:
-            raise TraceFormatError(f"trace schema '{schema[:80]}' is newer than this DecodeScope reads ({SCHEMA}); "
-                                   "update DecodeScope")
-        try:
-            trace = _build_trace(data)
-        except ConfigError as exc:
-            raise TraceFormatError(f"trace config is invalid: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise TraceFormatError(f"trace has the wrong shape: {_reason(exc)}") from None
-        from .trace_check import check
-
-        check(trace)
-        return trace
 
 
 # ---- limits on one file ------------------------------------------------------------
@@ -251,12 +22,12 @@ _STRING = re.compile(r'"[^"]*"')                # the regex engine keeps no stat
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def _check_size(size: int) -> None:
+def check_size(size: int) -> None:
     if size > MAX_TRACE_BYTES:
         raise TraceFormatError(f"trace is {size / 1e6:,.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:g} MB")
 
 
-def _check_structure(text: str) -> None:
+def check_structure(text: str) -> None:
     """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
     recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))   # text may hold brackets, quotes
@@ -274,18 +45,18 @@ def _check_structure(text: str) -> None:
             depth -= 1
 
 
-def _reject_constant(name):
+def reject_constant(name):
     raise ValueError(f"{name} is not allowed in a trace")
 
 
-def _finite(value):
+def finite(value):
     """JSON has no NaN/inf: -inf logprobs become None."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
@@ -300,7 +71,7 @@ class _Where(ValueError):
         return ", ".join(self.places) + ": " + self.reason
 
 
-def _reason(exc: Exception) -> str:
+def reason(exc: Exception) -> str:
     if isinstance(exc, _Where):
         return str(exc)
     if isinstance(exc, KeyError):
@@ -311,7 +82,7 @@ def _reason(exc: Exception) -> str:
 def _located(place: str, exc: Exception) -> _Where:
     if isinstance(exc, _Where):
         return _Where([place, *exc.places], exc.reason)
-    return _Where([place], _reason(exc))
+    return _Where([place], reason(exc))
 
 
 _REQUIRED = object()
@@ -527,14 +298,15 @@ def _forced(value) -> dict:
     return out
 
 
-def _build_trace(d: dict) -> Trace:
+def trace_fields(d: dict) -> dict:
+    """The fields of a Trace read from a parsed file, each checked for its type as it is read."""
     # replaying the config must not fail later
     config = _field(d, "config", lambda c: DecodeConfig.from_dict(_plain_dict(c)).validate())
-    return Trace(model=_field(d, "model", _str), prompt=_field(d, "prompt", _str),
-                 prompt_token_ids=_each(d, "prompt_token_ids", _int), config=config,
-                 steps=_each(d, "steps", _step, "step"), sequences=_each(d, "sequences", _sequence, "sequence"),
-                 nodes=_each(d, "nodes", _node, default=[]),      # 'nodes[3]': a node's own name is its id
-                 model_facts=_field(d, "model_facts", _plain_dict, {}),
-                 versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
-                 forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),
-                 schema=_field(d, "schema", _str))
+    return dict(model=_field(d, "model", _str), prompt=_field(d, "prompt", _str),
+                prompt_token_ids=_each(d, "prompt_token_ids", _int), config=config,
+                steps=_each(d, "steps", _step, "step"), sequences=_each(d, "sequences", _sequence, "sequence"),
+                nodes=_each(d, "nodes", _node, default=[]),      # 'nodes[3]': a node's own name is its id
+                model_facts=_field(d, "model_facts", _plain_dict, {}),
+                versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
+                forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),
+                schema=_field(d, "schema", _str))

@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
-from .errors import DecodeScopeError
+from ..errors import DecodeScopeError
 
 MAX_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 300

@@ -1,0 +1,128 @@
+"""The records a trace is made of: candidates, steps, the beam tree's nodes, sequences.
+
+Frozen dataclasses of plain values, so a trace can be shown, shared and replayed without the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the top-N tokens at a step: what the model said and what the strategy did."""
+    token_id: int
+    text: str            # display text (byte pieces as <0xE4>)
+    logit: float
+    prob: float          # softmax of the raw logits
+    logprob: float
+    rank: int            # 1 = most likely under the raw distribution
+    shaped_prob: float   # probability after temperature / top-k / top-p / min-p / penalty
+    kept: bool           # survived truncation (shaped_prob > 0)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    token_id: int
+    text: str
+    value: float         # cosine similarity, or mixture weight
+
+
+@dataclass(frozen=True)
+class FeedBack:
+    """For soft and gumbel: the vector fed back instead of a token embedding."""
+    nearest: list        # [Neighbour] by cosine, best first (10)
+    nearest_cosine: float
+    weights: list        # [Neighbour] the mixture's largest weights (10)
+    argmax_id: int
+    argmax_text: str
+    entropy: float       # entropy of the mixture weights, in nats
+    norm: float          # |e|
+    nearest_norm: float  # |E[nearest]|
+
+
+@dataclass(frozen=True)
+class KVStep:
+    """The KV cache after this step. rows/bytes are read off the real cache tensors;
+    paged_* is the accounting of a shared-prefix cache (blocks of 16, ref-counted)."""
+    rows: int            # token rows held, summed over beams
+    bytes: int
+    rows_appended: int
+    rows_copied: int     # rows moved into a slot by a beam reorder
+    paged_rows: int      # distinct rows a shared-prefix cache would hold
+    paged_blocks: int
+    paged_bytes: int     # blocks * block_size * bytes per row
+    beam_rows: list      # rows per beam slot
+
+
+@dataclass(frozen=True)
+class StageToken:
+    token_id: int
+    text: str
+    prob: float          # probability in the distribution the stage received
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The distribution after one logits processor, in the order transformers applies them."""
+    name: str            # repetition_penalty | temperature | top_k | top_p | min_p
+    value: float         # the setting (1.3, 0.7, 50, 0.9, 0.05)
+    kept_count: int      # tokens still possible after this stage
+    cut_count: int       # tokens this stage removed
+    removed_mass: float  # probability mass, in the distribution it received, of the tokens it removed
+    probs: list          # renormalised probability of each of the step's candidates, in their order
+    top_id: int          # top-1 token after this stage
+    top_text: str
+    top_prob: float
+    cut: list = field(default_factory=list)   # [StageToken] the first tokens it removed, in rank order
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int                      # 0 = the first generated token
+    candidates: list                # [Candidate] top-N, for beams: of the best running beam
+    entropy: float                  # raw distribution, nats
+    shaped_entropy: float
+    removed_mass: float             # raw mass of tokens the strategy cut
+    kept_count: int                 # tokens with shaped prob > 0
+    chosen_ids: list                # one id, or one per beam kept
+    chosen_texts: list
+    feedback: FeedBack | None = None
+    kv: KVStep | None = None
+    beam_node_ids: list = field(default_factory=list)   # running beams' node ids after this step
+    seconds: float = 0.0            # wall time of this step's forward pass and choice
+    stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
+
+    @property
+    def chosen(self) -> "Candidate | None":
+        """The candidate record of the (first) chosen token, when it is among the recorded candidates."""
+        if not self.chosen_ids:
+            return None
+        return next((c for c in self.candidates if c.token_id == self.chosen_ids[0]), None)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A beam-search expansion: one of the 2*num_beams continuations the search ranked."""
+    id: int
+    parent: int | None              # None for the root (the prompt)
+    step: int                       # -1 for the root
+    token_id: int
+    text: str
+    logprob: float                  # step logprob of this token
+    cum_logprob: float
+    score: float                    # cum_logprob / length ** length_penalty
+    length: int                     # generated tokens up to and including this one
+    status: str                     # root | kept | pruned | finished
+    beam: int                       # slot of the parent beam
+    rank: int                       # rank among this step's continuations (1 = best)
+
+
+@dataclass(frozen=True)
+class Sequence:
+    token_ids: list                 # generated tokens only
+    text: str
+    cum_logprob: float
+    score: float
+    node_id: int | None = None      # leaf in the beam tree
+
+
