@@ -75,7 +75,7 @@ def bundled_only_where_marked(request, monkeypatch):
     if is_slow(request.node):
         yield
         return
-    import engine.model
+    import engine.model.loading
     from engine.errors import ModelLoadError
 
     reached = []
@@ -86,7 +86,7 @@ def bundled_only_where_marked(request, monkeypatch):
 
     # Every load of a real bundled model starts by asking where its cache is; a test that stands in a
     # small model for the bundled one (tests/engine/test_model_cache.py) replaces this function itself.
-    monkeypatch.setattr(engine.model, "bundled_cache_dir", refuse)
+    monkeypatch.setattr(engine.model.loading, "bundled_cache_dir", refuse)
     yield
     if reached:
         pytest.fail(f"{request.node.nodeid} loads a bundled model but is not marked bundled: ask for the "

@@ -133,9 +133,9 @@ def test_half_written_cache_is_never_read(tmp_path, monkeypatch):
     target = bundled_cache_dir()
     target.mkdir(parents=True)
     (target / "config.json").write_text("{}")   # what a killed write might leave
-    from engine import model as model_module
+    from engine.model import loading as model_module
 
     calls = []
-    monkeypatch.setattr(model_module, "_write_cache", lambda *a: calls.append(a))
+    monkeypatch.setattr(model_module, "write_cache", lambda *a: calls.append(a))
     lm = load_model()   # de-quantises from the GGUF instead of reading the broken folder
     assert not lm.from_cache and calls

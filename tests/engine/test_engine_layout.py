@@ -134,6 +134,7 @@ def test_imports_inside_a_subpackage_are_read_from_its_own_package(tmp_path):
 
 def test_the_engine_is_laid_out_by_family():
     """Each family of modules lives in its own subpackage, not as a name prefix in one flat folder."""
-    assert (ENGINE / "served" / "client.py").is_file() and (ENGINE / "trace" / "check.py").is_file()
+    for family, module in (("served", "client"), ("trace", "check"), ("model", "cache")):
+        assert (ENGINE / family / f"{module}.py").is_file(), f"engine/{family}/{module}.py"
     flat = {p.stem for p in ENGINE.glob("*.py")}
-    assert not {name for name in flat if name.startswith(("served", "trace"))}
+    assert not {name for name in flat if name.startswith(("served", "trace", "model"))}

@@ -32,7 +32,7 @@ def fake_bundled(monkeypatch, tmp_path):
     """(cache folder, de-quantise calls): the bundled path of load_model on the tiny Llama."""
     monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
     target = tmp_path / "cache" / "tiny-bundled-v1-1234"
-    monkeypatch.setattr(engine.model, "bundled_cache_dir", lambda which=None: target)
+    monkeypatch.setattr(engine.model.loading, "bundled_cache_dir", lambda which=None: target)
     calls = []
 
     def dequantise(report, which=None):
@@ -40,7 +40,7 @@ def fake_bundled(monkeypatch, tmp_path):
         lm = tiny_llama()
         return lm.model, lm.tokenizer
 
-    monkeypatch.setattr(engine.model, "_dequantise", dequantise)
+    monkeypatch.setattr(engine.model.loading, "dequantise", dequantise)
     return target, calls
 
 
@@ -188,7 +188,7 @@ def save_then_die(state, path, metadata=None):
 
 safetensors.torch.save_file = save_then_die
 lm = tiny_llama()
-engine.model._write_cache(lm.model, lm.tokenizer, Path({target!r}))
+engine.model.cache.write_cache(lm.model, lm.tokenizer, Path({target!r}))
 """
 
 
