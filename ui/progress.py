@@ -30,7 +30,7 @@ from ui.i18n import t
 
 S = st.session_state
 SHOW_AFTER_SECONDS = 1.0        # a decode expected to finish sooner draws nothing
-LET_GO_SECONDS = 60.0           # the longest a run waits for an earlier run to let go of its decode (one step)
+LET_GO_SECONDS = 30.0           # the longest a run waits for an earlier run to let go of its decode (one step)
 _FLIGHTS = "_decodes_in_flight"
 
 
@@ -44,6 +44,7 @@ class _Flight:
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     partial: list | None = None                   # the traces of a decode that ended early
+    waiting: bool = False                         # waiting for another session's decode of the same request
 
 
 def _stop(name: str) -> None:
@@ -58,9 +59,14 @@ def _let_go() -> None:
     Streamlit starts a new run while the old one still decodes; the new run's request would otherwise
     find the old decode in the service and wait on it as on another session's, and Stop's steps, kept
     only when the old decode ends, would not be there yet."""
-    for flight in S.get(_FLIGHTS, []):
+    busy = [f for f in S.get(_FLIGHTS, []) if not f.done.is_set()]
+    for flight in busy:
         flight.stop.set()
-        flight.done.wait(LET_GO_SECONDS)
+    if any(not f.waiting for f in busy):         # a run only waiting for another session's result holds nothing
+        with st.spinner(t("common.letting_go")):
+            for flight in busy:
+                if not flight.waiting:
+                    flight.done.wait(LET_GO_SECONDS)
     _keep_partials()
 
 
@@ -95,10 +101,12 @@ class _Watch:
 
     def waiting(self) -> None:
         """The service waits for the same decode running for another session: say so until it ends."""
+        self.flight.waiting = True
         self.notice = st.empty()
         self.notice.info(t("common.waiting_other_session"), icon="⏳")
 
     def on_step(self, lane: int, step) -> bool:
+        self.flight.waiting = False
         if self.flight.stop.is_set():             # Stop, or a newer run of this session, wants it to end
             return False
         self.done[lane] += 1
