@@ -12,7 +12,7 @@ import pytest
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 
-import ui.progress as progress
+from ui import progress
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 

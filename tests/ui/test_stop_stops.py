@@ -17,8 +17,8 @@ import pytest
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 from streamlit.testing.v1 import AppTest
 
-import ui.progress as progress
 from engine import decode
+from ui import progress
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
