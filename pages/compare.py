@@ -9,7 +9,7 @@ from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
-from ui.progress import stopped_note, watched_decode, watched_lanes
+from ui.progress import held, stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         needs_weights, shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
@@ -103,7 +103,7 @@ if chosen or uploaded is not None:
             traces = watched_lanes("cmp_lanes", lm, settings.prompt, [configs[x] for x in batch],
                                    [lane_name(x) for x in batch])
             decoded.update(zip(batch, traces))
-        if "beam" in configs:
+        if "beam" in configs and not held("cmp_lanes"):     # Stop stops the page: no search after it
             decoded["beam"] = watched_decode("cmp_beam", lm, settings.prompt, configs["beam"], lane_name("beam"))
     except DecodeScopeError as exc:
         keep_or_stop(exc, have_previous=bool(last_good))
@@ -111,7 +111,7 @@ if chosen or uploaded is not None:
         if lane in decoded:
             last_good[lane] = decoded[lane]
             lanes.append((lane, lane_name(lane), decoded[lane]))
-        elif lane in last_good:
+        elif lane in last_good and not held("cmp_lanes"):    # an older result, for settings that went bad
             lanes.append((lane, lane_name(lane), last_good[lane]))
     stopped_note("cmp_lanes")
     stopped_note("cmp_beam")

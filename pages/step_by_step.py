@@ -33,7 +33,7 @@ with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
 # ---- the stepper: a recorded trace, a decode on a server, or a live decode on the shared model -------
-recorded = uploaded                       # a trace only viewed: no branching, no Play, no decode from here
+recorded = uploaded                       # a trace only viewed: no branching, no decode from here (Play moves the cursor)
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     viewer_key = hash(uploaded.to_json())
@@ -101,7 +101,11 @@ def _slider_moved():
 
 
 def _toggle_play():
+    """Play or Pause. Play on the last step of a finished run starts over from the first step: a trace that is
+    only viewed is usually looked through first, and would otherwise have nothing left to play."""
     S["sbs_playing"] = not S.get("sbs_playing", False)
+    if S["sbs_playing"] and stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()):
+        _do("go", 0)
     S["sbs_whole_page"] = True            # Play's timer is set when the whole page runs
 
 
@@ -131,7 +135,7 @@ def _decode_with(better, step_index):
 
 
 # ---- the stepper: buttons, chart, numbers, text. Next, Back, branch and Play rerun only this part -------
-playing = S.get("sbs_playing", False) and recorded is None
+playing = S.get("sbs_playing", False)
 S.pop("sbs_whole_page", None)             # this run is the whole page
 
 
@@ -139,7 +143,7 @@ S.pop("sbs_whole_page", None)             # this run is the whole page
 def stepper_panel():
     if S.pop("sbs_whole_page", False):
         st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
-    playing = S.get("sbs_playing", False) and recorded is None
+    playing = S.get("sbs_playing", False)
     if playing:                           # a tick of Play's timer: one step, at Play's pace
         time.sleep(max(0.0, S.get("sbs_last_tick", 0.0) + PLAY_STEP_SECONDS - time.monotonic()))
         S["sbs_last_tick"] = time.monotonic()

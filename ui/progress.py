@@ -6,13 +6,17 @@ is shown as it is decoded: a bar, the estimated time left, the text so far (lane
 step by beam step), and a Stop button. Nothing is drawn for a decode answered from memory or
 one that finishes within about a second.
 
-Stop, or any other click, makes Streamlit interrupt this run at its next element update; that
-happens inside `on_step`, so the engine is told to stop (the step returns False) and the steps
-decoded so far are kept for this session before the interruption goes on. When the click was
-Stop, the page shows the kept steps until the settings change or the user continues.
+Stop, or any other click, makes Streamlit start a new run of the page at once, in a new thread,
+while the old run goes on decoding until its next element update, where Streamlit stops it (and
+stops it again at every later update). So the old run's decode is told to stop twice: by the Stop
+button's callback, which runs first in the new run, and by the interruption inside `on_step`. The
+old run hands the steps decoded so far to the new run, which waits for them (this session's own
+decode, never "another session") before it asks the service for anything. When the click was Stop, the page shows the kept steps until the
+settings change or the user continues.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -26,10 +30,53 @@ from ui.i18n import t
 
 S = st.session_state
 SHOW_AFTER_SECONDS = 1.0        # a decode expected to finish sooner draws nothing
+LET_GO_SECONDS = 30.0           # the longest a run waits for an earlier run to let go of its decode (one step)
+_FLIGHTS = "_decodes_in_flight"
+
+
+@dataclass
+class _Flight:
+    """A decode some run of this session has under way: `stop` asks it to end at its next step, `done`
+    says it has ended. A run that Streamlit has stopped may not read or write session state any more
+    (each access raises again), so its steps are handed over here, and the next run keeps them."""
+    name: str
+    keys: tuple
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    partial: list | None = None                   # the traces of a decode that ended early
+    waiting: bool = False                         # waiting for another session's decode of the same request
 
 
 def _stop(name: str) -> None:
+    """Stop's callback: runs first in the run the click starts, while the old run may still be decoding."""
     S[f"_stop_{name}"] = True
+    for flight in S.get(_FLIGHTS, ()):
+        flight.stop.set()
+
+
+def _let_go() -> None:
+    """Wait until the decodes of this session's earlier runs have ended (each within a step of being told).
+    Streamlit starts a new run while the old one still decodes; the new run's request would otherwise
+    find the old decode in the service and wait on it as on another session's, and Stop's steps, kept
+    only when the old decode ends, would not be there yet."""
+    busy = [f for f in S.get(_FLIGHTS, []) if not f.done.is_set()]
+    for flight in busy:
+        flight.stop.set()
+    if any(not f.waiting for f in busy):         # a run only waiting for another session's result holds nothing
+        with st.spinner(t("common.letting_go")):
+            for flight in busy:
+                if not flight.waiting:
+                    flight.done.wait(LET_GO_SECONDS)
+    _keep_partials()
+
+
+def _keep_partials() -> None:
+    """Keep the steps of this session's decodes that ended early, and forget the decodes that ended."""
+    flights = S.get(_FLIGHTS, [])
+    for flight in flights:
+        if flight.done.is_set() and flight.partial is not None:
+            S[f"_partial_{flight.name}"] = (flight.keys, flight.partial)
+    S[_FLIGHTS] = [f for f in flights if not f.done.is_set()]
 
 
 @dataclass
@@ -43,14 +90,25 @@ class _Watch:
     done: list = field(default_factory=list)      # steps decoded per lane
     texts: list = field(default_factory=list)     # the text so far per lane
     box: object = None
+    notice: object = None                         # "another session is decoding this", while it is
     draws: int = 0
     interrupted: ScriptControlException | None = None
+    flight: _Flight | None = None
 
     def __post_init__(self):
         self.done = [0] * len(self.labels)
         self.texts = [""] * len(self.labels)
 
+    def waiting(self) -> None:
+        """The service waits for the same decode running for another session: say so until it ends."""
+        self.flight.waiting = True
+        self.notice = st.empty()
+        self.notice.info(t("common.waiting_other_session"), icon="⏳")
+
     def on_step(self, lane: int, step) -> bool:
+        self.flight.waiting = False
+        if self.flight.stop.is_set():             # Stop, or a newer run of this session, wants it to end
+            return False
         self.done[lane] += 1
         self.texts[lane] += "".join(step.chosen_texts[:1])
         elapsed = time.perf_counter() - self.started
@@ -67,6 +125,7 @@ class _Watch:
 
     def _draw(self, fraction: float, left: float) -> None:
         if self.box is None:
+            self._clear_notice()
             self.box = st.empty()
         self.draws += 1
         with self.box.container(border=True):
@@ -78,13 +137,23 @@ class _Watch:
                 st.button(t("common.stop"), key=f"_stop_button_{self.name}_{self.draws}", icon="⏹",
                           on_click=_stop, args=(self.name,))
 
+    def _clear_notice(self) -> None:
+        if self.notice is not None:
+            self.notice.empty()
+            self.notice = None
 
-def _waiting() -> None:
-    st.info(t("common.waiting_other_session"), icon="⏳")
+    def clear(self) -> None:
+        """Take the progress (and any notice) off the page; not after an interruption, since Streamlit
+        stops an interrupted run again at its every element update."""
+        if self.interrupted is None:
+            self._clear_notice()
+            if self.box is not None:
+                self.box.empty()
 
 
 def _watched(name: str, keys: tuple, labels: list, totals: list, stoppable: bool, run) -> list:
-    """Run `run(on_step)` -> (traces, complete) unless Stop kept a partial result for these keys."""
+    """Run `run(on_step, on_wait)` -> (traces, complete) unless Stop kept a partial result for these keys."""
+    _let_go()
     stop = S.pop(f"_stop_{name}", False)
     partial = S.get(f"_partial_{name}")
     if partial is not None and partial[0] == keys and (stop or S.get(f"_held_{name}") == keys):
@@ -92,15 +161,24 @@ def _watched(name: str, keys: tuple, labels: list, totals: list, stoppable: bool
         return partial[1]
     S.pop(f"_held_{name}", None)
     S.pop(f"_partial_{name}", None)
-    watch = _Watch(name, labels, totals, stoppable)
-    traces, complete = run(watch.on_step)
-    if watch.box is not None:
-        watch.box.empty()
-    if not complete and stoppable:
-        S[f"_partial_{name}"] = (keys, traces)
+    watch = _Watch(name, labels, totals, stoppable, flight=_Flight(name, keys))
+    S[_FLIGHTS] = [*S.get(_FLIGHTS, []), watch.flight]
+    try:
+        traces, complete = run(watch.on_step, watch.waiting)
+        if not complete and stoppable:           # handed over without session state: see _Flight
+            watch.flight.partial = traces
+    finally:
+        watch.flight.done.set()
+        watch.clear()
     if watch.interrupted is not None:
         raise watch.interrupted
+    _keep_partials()
     return traces
+
+
+def held(name: str) -> bool:
+    """Whether the result shown under `name` is one Stop cut short."""
+    return S.get(f"_held_{name}") is not None
 
 
 def watched_decode(name: str, lm: LoadedModel, prompt: str, config: DecodeConfig, label: str,
@@ -108,8 +186,8 @@ def watched_decode(name: str, lm: LoadedModel, prompt: str, config: DecodeConfig
     """service.decode with progress and Stop; after Stop, the steps decoded so far (a shorter trace)."""
     service = shared_service()
 
-    def run(on_step):
-        trace = service.decode(lm, prompt, config, forced, on_step=on_step, on_wait=_waiting)
+    def run(on_step, on_wait):
+        trace = service.decode(lm, prompt, config, forced, on_step=on_step, on_wait=on_wait)
         return [trace], service.cached(lm, prompt, config, forced) is trace
 
     return _watched(name, (request_key(lm, prompt, config, forced),), [label], [config.max_new_tokens],
@@ -120,8 +198,8 @@ def watched_lanes(name: str, lm: LoadedModel, prompt: str, configs: list, labels
     """service.decode_lanes with progress (lane by lane) and Stop; one Trace per config."""
     service = shared_service()
 
-    def run(on_step):
-        traces = service.decode_lanes(lm, prompt, configs, on_step=on_step, on_wait=_waiting)
+    def run(on_step, on_wait):
+        traces = service.decode_lanes(lm, prompt, configs, on_step=on_step, on_wait=on_wait)
         return traces, all(service.cached(lm, prompt, c) is tr for c, tr in zip(configs, traces))
 
     return _watched(name, tuple(request_key(lm, prompt, c) for c in configs), list(labels),
@@ -133,7 +211,7 @@ def watched_served(name: str, server, prompt: str, config: DecodeConfig, label: 
     in, and Stop keeps the steps received so far (the connection is closed; the server stops too)."""
     from engine.served.decode import served_decode
 
-    def run(on_step):
+    def run(on_step, on_wait):
         stopped = []
 
         def relay(lane, step):
@@ -151,7 +229,7 @@ def watched_served(name: str, server, prompt: str, config: DecodeConfig, label: 
 
 def stopped_note(name: str) -> None:
     """Under a result that Stop cut short: say so, and offer to decode the rest."""
-    if S.get(f"_held_{name}") is None:
+    if not held(name):
         return
     cols = st.columns([4, 1])
     cols[0].warning(t("common.stopped_note"), icon="⏹")

@@ -8,6 +8,10 @@ and, after a switch, writes back what the new address left out:
 - interface choices (language, presentation mode, tour dismissed) always come back;
 - the other settings come back only when the switch carried no settings of its own
   (the sidebar menu). A link that opens a page with settings gets exactly those.
+
+The query string is remembered at the start of a run too, not only at its end: a switch made
+while a run is still decoding stops that run before its end (and a stopped run may no longer
+write session state), and the settings a shared link opened with must survive that.
 """
 from __future__ import annotations
 
@@ -31,11 +35,15 @@ def restore_settings(page: str) -> None:
     that carried settings, make every widget it names take the link's value."""
     previous = st.session_state.get(_PAGE)
     st.session_state[_PAGE] = page
-    if previous is None:
-        return
-    follow_link()
-    if previous == page:
-        return
+    if previous is not None:
+        follow_link()
+        if previous != page:
+            _bring_back()
+    remember()        # this run may be stopped before its end: what it opened with is kept already
+
+
+def _bring_back() -> None:
+    """After a switch that carried no settings (the sidebar menu), put back the remembered ones."""
     carried = set(st.query_params) - set(INTERFACE_KEYS)
     if carried:
         return      # a link with its own settings: honour it exactly

@@ -1,0 +1,62 @@
+"""A shared link's settings survive a switch to another page made before the link's first decode has
+ended: the server stops that run before its end (it never gets to remember the address at its end),
+and the sidebar menu opens the next page with an empty address.
+
+Reference: the values written into the link below.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+from streamlit.testing.v1 import AppTest
+
+from ui import progress
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+
+ROOT = Path(__file__).resolve().parents[2]
+LINK = {"num_beams": "5", "max_new_tokens": "9", "prompt": "A link that was shared"}
+
+
+@pytest.fixture
+def switch_mid_decode(monkeypatch):
+    """The first decode drawn is stopped at its second step, as a click in the sidebar menu stops it;
+    later decodes run to their end."""
+    draw = progress._Watch._draw
+    clicks = []
+    monkeypatch.setattr(progress, "SHOW_AFTER_SECONDS", 0.0)
+
+    def clicked(self, fraction, left):
+        if sum(self.done) == 2 and not clicks:
+            clicks.append(self.name)
+            get_script_run_ctx().script_requests.request_stop()
+        draw(self, fraction, left)
+
+    monkeypatch.setattr(progress._Watch, "_draw", clicked)
+    return clicks
+
+
+def by_menu(at: AppTest, page: str) -> AppTest:
+    """Open `page` from the sidebar menu: the address is emptied."""
+    at.query_params.clear()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_link_survives_a_page_switch_before_its_first_decode_ends(tiny_llama_folder, switch_mid_decode):
+    _, folder = tiny_llama_folder
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    for key, value in LINK.items():
+        at.query_params[key] = value
+    at.switch_page("pages/beam_tree.py").run()             # stopped at its decode's second step
+    assert switch_mid_decode == ["beam"] and "beam_trace" not in at.session_state   # the search never finished
+    by_menu(at, "compare")
+    assert at.sidebar.text_area(key="prompt").value == LINK["prompt"]
+    assert at.sidebar.number_input(key="max_new_tokens").value == int(LINK["max_new_tokens"])
+    by_menu(at, "beam_tree")
+    assert at.slider(key="num_beams").value == int(LINK["num_beams"])
+    assert at.sidebar.text_area(key="prompt").value == LINK["prompt"]

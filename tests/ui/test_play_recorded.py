@@ -1,0 +1,91 @@
+"""Play on Step by step advances a trace that is only viewed: one uploaded from a file, and one a
+server decoded. AppTest runs no timers: each tick of Play's timer is one run here.
+
+References: the step captions are those of traces built here by hand (an uploaded trace) or of the
+completion the stand-in server answers with (a served trace), read from the values written below.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = "The capital of France is"
+PROBS = (0.5, 0.25, 0.125)          # the chosen token's probability at each step of the hand-made trace
+# the stand-in server's one answer: two tokens, " Paris" (logprob -0.5) and "." (logprob -1.2)
+COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
+    "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
+    "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
+
+
+def hand_made_trace():
+    """A three-step greedy trace, each step with one candidate of a known probability."""
+    from engine import Candidate, DecodeConfig, Sequence, Step, Trace
+
+    def step(i, p):
+        c = Candidate(token_id=10 + i, text=f" w{i}", logit=0.0, prob=p, logprob=math.log(p), rank=1,
+                      shaped_prob=p, kept=True)
+        return Step(index=i, candidates=[c], entropy=0.1, shaped_entropy=0.1, removed_mass=0.0, kept_count=1,
+                    chosen_ids=[10 + i], chosen_texts=[f" w{i}"])
+
+    return Trace(model="hand-made", prompt="Hi", prompt_token_ids=[1], config=DecodeConfig(max_new_tokens=3),
+                 steps=[step(i, p) for i, p in enumerate(PROBS)],
+                 sequences=[Sequence(token_ids=[10, 11, 12], text=" w0 w1 w2",
+                                     cum_logprob=sum(map(math.log, PROBS)), score=0.0)])
+
+
+def captions(at: AppTest) -> str:
+    return "\n".join(c.value for c in at.caption).replace("\\", "")
+
+
+def open_step_page(folder: str, params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for key, value in (params or {}).items():
+        at.query_params[key] = str(value)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = 2
+    at.switch_page("pages/step_by_step.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def press_play(at: AppTest) -> None:
+    """Press Play: its run starts the timer, and the timer's first tick comes within the same click."""
+    at.button(key="sbs_play").click().run()
+    assert not at.exception, at.exception
+
+
+def test_play_advances_an_uploaded_trace_to_its_end(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = open_step_page(folder)
+    at.file_uploader(key="sbs_upload").set_value(
+        ("t.json", hand_made_trace().to_json().encode(), "application/json")).run()
+    assert "p = 0.500" in captions(at)                  # the first step
+    press_play(at)
+    assert "p = 0.250" in captions(at)                  # the second step
+    assert at.button(key="sbs_play").label == "Pause"
+    at.run()                                            # a tick: the third step
+    assert "p = 0.125" in captions(at)
+    at.run()                                            # nothing left: Play turns itself off
+    assert at.button(key="sbs_play").label == "Play" and "p = 0.125" in captions(at)
+    at.button(key="sbs_play").click().run()             # Play on the last step plays the trace again
+    assert "p = 0.125" not in captions(at)
+
+
+def test_play_advances_a_served_trace(tiny_llama_folder, stub_server):
+    _, folder = tiny_llama_folder
+    url = stub_server(COMPLETION)
+    at = open_step_page(folder, {"server": url})
+    at.sidebar.text_input(key="server").set_value(url).run()
+    at.sidebar.button(key="served_connect").click().run()
+    assert not at.exception, at.exception
+    first, second = f"p = {math.exp(-0.5):.3f}", f"p = {math.exp(-1.2):.3f}"
+    assert first in captions(at) and second not in captions(at)
+    press_play(at)
+    assert second in captions(at)
