@@ -3,9 +3,9 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from figures.beam_rerank import distinct_endings, rerank
+from figures.beam_rerank import MARK, marked_text, parting, rerank
 from figures.beam_tree import beam_tree_figure
-from figures.labels import visible
+from figures.labels import for_markdown, visible, wrappable
 from ui.budget import step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
@@ -94,6 +94,20 @@ if not viewing:                    # a search on the shared model
     stopped_note("beam")
     sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
 
+def _parts_cell(trace, node_id: int, best: int) -> str:
+    """Where a hypothesis leaves the best one, by token: texts that read alike still differ here.
+    Table cells render Markdown, so token texts are escaped."""
+    where = parting(trace, node_id, best)
+    if where is None:
+        return "—"
+    if where.token is None:
+        return t("beam.parts_ended", step=where.step)
+    if where.other is None:
+        return t("beam.parts_longer", step=where.step + 1, token=for_markdown(visible(where.token)))
+    return t("beam.parts_at", step=where.step + 1, token=for_markdown(visible(where.token)),
+             best=for_markdown(visible(where.other)))
+
+
 # ---- grow the tree (a step slider and Play), re-rank it: these rerun only the part below -----------
 last = len(trace.steps)
 
@@ -152,19 +166,21 @@ def tree_panel():
     ranking = rerank(trace, live_lp)
     st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
     st.caption(t("beam.formula"))
-    endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
-    rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
+    best = ranking.hypotheses[0].node_id if ranking.hypotheses else None
+    rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): for_markdown(marked_text(trace, h.node_id, best, show=wrappable)),
+             t("beam.col_parts"): _parts_cell(trace, h.node_id, best), t("beam.col_length"): h.length,
              t("beam.col_cum"): round(h.cum_logprob, 4),
              t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
              t("beam.col_in_set"): "✅" if h.in_set else "",
              t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
-            for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
+            for i, h in enumerate(ranking.hypotheses)]
     if rows:
-        # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
+        # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view; every
+        # cell renders Markdown, so token texts are escaped
         with st.container(key="beam_table"):
             st.table(pd.DataFrame(rows), hide_index=True)
-        if endings[0] != visible(ranking.hypotheses[0].text):
-            st.caption(t("beam.endings_note"))
+        if len(rows) > 1:
+            st.caption(t("beam.parts_note", mark=MARK))
         lengths = {h.length for h in ranking.hypotheses}
         if len(rows) > 1 and len(lengths) == 1:
             st.info(t("beam.same_length", length=lengths.pop()))
