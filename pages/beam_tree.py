@@ -9,7 +9,7 @@ from figures.labels import for_markdown, visible, wrappable
 from ui.budget import step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import shortcut, sized, stage, stage_row
+from ui.present import main_chart, shortcut, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.served import served_badge, served_limits, served_trace, with_badge
 from ui.session import (LIGHT_NEW_TOKENS, connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
@@ -159,7 +159,7 @@ def tree_panel():
         "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"),
         "status": t("beam.fig_status")})
     with_badge(fig, served_badge(trace, trace.steps[upto - 1] if trace.steps else None, step=upto))
-    (slot or st).plotly_chart(sized(fig, main=True), key="beam_chart", width="stretch")
+    main_chart(fig, "beam_chart", slot, width="stretch")
     st.caption(t("beam.legend_note"))
 
     # ---- the final hypotheses, ranked under the live length penalty -------------------------------
