@@ -167,7 +167,8 @@ def tree_panel():
     st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
     st.caption(t("beam.formula"))
     best = ranking.hypotheses[0].node_id if ranking.hypotheses else None
-    rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): for_markdown(marked_text(trace, h.node_id, best, show=wrappable)),
+    rows = [{t("beam.col_rank"): i + 1,
+             t("beam.col_text"): for_markdown(marked_text(trace, h.node_id, best, show=wrappable)),
              t("beam.col_parts"): _parts_cell(trace, h.node_id, best), t("beam.col_length"): h.length,
              t("beam.col_cum"): round(h.cum_logprob, 4),
              t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",

@@ -1,4 +1,5 @@
-"""Presentation mode: large type, the sidebar folded away, figures as wide as the screen.
+"""Presentation mode: large type, the sidebar folded away, figures as wide as the screen, and the page's main
+figure as tall as the window allows.
 
 A teacher turns it on in the sidebar; the choice is kept in the URL (`?present=1`) so the
 classroom view can be bookmarked. The stylesheet below is a constant: no user text and
@@ -114,7 +115,7 @@ def sized(fig, main: bool = False):
 # In presentation mode the main figure's box is as tall as the window leaves below its top, measured in the
 # browser (the server never knows the window: 450 px filled a 720-px projector but only 40 % of a 1080-px one).
 # Streamlit then draws the figure at its box's height. A constant script: it runs again when the page or the
-# window changes, and sets a height only when it differs, so setting it triggers nothing further.
+# window changes (at most once a frame), and sets a height only when it differs, so setting one triggers nothing.
 _FIT_STAGE = """<script>
 (() => {
   const fit = () => {
@@ -129,9 +130,11 @@ _FIT_STAGE = """<script>
     });
   };
   if (window.stageFit) { window.stageFit(); return; }
+  let queued = false;            // a rerun changes the page many times a frame: measure once per frame
+  const soon = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fit(); }); } };
   window.stageFit = fit;
-  window.addEventListener('resize', fit);
-  new MutationObserver(fit).observe(document.body, {subtree: true, childList: true});
+  window.addEventListener('resize', soon);
+  new MutationObserver(soon).observe(document.body, {subtree: true, childList: true});
   fit();
 })();
 </script>""" % {"min": STAGE_MIN, "gap": STAGE_GAP}
