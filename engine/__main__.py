@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import select
 import stat
 import sys
 from pathlib import Path
 
-from .config import STRATEGIES, DecodeConfig
+from .config import MAX_BEAMS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig
 from .errors import ConfigError, DecodeScopeError
 from .tokens import unpaired_surrogate
 
@@ -24,6 +25,18 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):   # one line, status 2, like every other bad input
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default, when it has one worth naming (not a switch that is off)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if action.option_strings and "%(default)" not in text and not (default is None or default is False
+                                                                         or default == argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
 
 
 def add_prompt_and_model(p: argparse.ArgumentParser) -> None:
@@ -38,27 +51,46 @@ def add_prompt_and_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
+    """The parser, named as the user called it (`decodescope` or `python -m engine`): usage lines and
+    errors then show a command they can type again."""
     d = DecodeConfig()
-    parser = _Parser(prog="python -m engine", description="Decode with a causal LM and record every step.")
+    parser = _Parser(prog=prog, description="Decode with a causal LM and record every step.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("decode", help="decode a prompt and print every step")
+    p = sub.add_parser("decode", help="decode a prompt and print every step", formatter_class=_Help,
+                       description="Decode a prompt and print one line per step (for beam search, the steps of "
+                                   "the best hypothesis).")
     add_prompt_and_model(p)
     p.add_argument("--strategy", default=d.strategy, help=f"one of {', '.join(STRATEGIES)}")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--top-k", type=int, default=d.top_k)
-    p.add_argument("--top-p", type=float, default=d.top_p)
-    p.add_argument("--min-p", type=float, default=d.min_p)
-    p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty)
-    p.add_argument("--num-beams", type=int, default=d.num_beams)
-    p.add_argument("--length-penalty", type=float, default=d.length_penalty)
-    p.add_argument("--early-stopping", action="store_true")
-    p.add_argument("--num-return-sequences", type=int, default=d.num_return_sequences)
-    p.add_argument("--tau", type=float, default=d.tau)
-    p.add_argument("--hard", action="store_true")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--top-n", type=int, default=d.top_n)
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="N",
+                   help=f"tokens to generate (1..{MAX_NEW_TOKENS}); a run also ends at the end-of-text token")
+    p.add_argument("--temperature", type=float, default=d.temperature, metavar="T",
+                   help="divides the logits before sampling (sample, soft, gumbel); below 1 sharper, above 1 flatter")
+    p.add_argument("--top-k", type=int, default=d.top_k, metavar="K",
+                   help="keep only the K most likely tokens (0: off)")
+    p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
+                   help="keep the smallest set of most likely tokens holding probability P (1: off)")
+    p.add_argument("--min-p", type=float, default=d.min_p, metavar="P",
+                   help="drop tokens less likely than P times the top token (0: off)")
+    p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, metavar="R",
+                   help="above 1, tokens already in the text become less likely (1: off); every strategy")
+    p.add_argument("--num-beams", type=int, default=d.num_beams, metavar="B",
+                   help=f"hypotheses kept at each step (beam; 1..{MAX_BEAMS})")
+    p.add_argument("--length-penalty", type=float, default=d.length_penalty, metavar="L",
+                   help="beam score = cumulative logprob / length ** L; above 0 favours longer hypotheses")
+    p.add_argument("--early-stopping", action="store_true",
+                   help="beam: stop as soon as B hypotheses are finished, without checking whether a running "
+                        "beam could still beat them")
+    p.add_argument("--num-return-sequences", type=int, default=d.num_return_sequences, metavar="N",
+                   help="beam: finished hypotheses printed and stored, best first (1..B)")
+    p.add_argument("--tau", type=float, default=d.tau,
+                   help="gumbel: temperature of the Gumbel-softmax; small values come close to a one-hot")
+    p.add_argument("--hard", action="store_true",
+                   help="gumbel: feed back the one-hot of the winning token (straight-through) instead of the mixture")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="seeds every random draw: the same seed and settings give the same run")
+    p.add_argument("--top-n", type=int, default=d.top_n, metavar="N",
+                   help=f"candidates recorded at each step (1..{MAX_TOP_N}); the table prints the first 5")
     p.add_argument("--server", metavar="URL", default=None,
                    help="decode on a model served by vLLM or llama.cpp (OpenAI-compatible completions) at URL, "
                         "e.g. http://127.0.0.1:8000; --model then names the server's model (optional when it "
@@ -71,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", action="store_true",
                    help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
                         "token's probability")
-    lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)")
+    lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)",
+                          formatter_class=_Help)
     add_prompt_and_model(lens)
     lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
     return parser
@@ -94,19 +127,61 @@ def config_from_args(args) -> DecodeConfig:
 
 def format_table(trace) -> str:
     """One line per step: step (numbered from 1, as on every page), chosen token, its raw probability,
-    the top 5 alternatives. Step.index stays 0-based in the trace; only the printed number is 1-based."""
-    from .trace import Trace  # noqa: F401  (documentation of the input type)
-
+    the top 5 alternatives. Step.index stays 0-based in the trace; only the printed number is 1-based.
+    A beam search prints the steps of its best hypothesis (see _beam_rows)."""
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  top 5"]
-    for step in trace.steps:
-        prob = step.chosen.prob if step.chosen is not None else float("nan")
-        top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in step.candidates[:5])
-        extra = f" (+{len(step.chosen_ids) - 1} beams)" if len(step.chosen_ids) > 1 else ""
-        lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}{extra}")
+    if trace.nodes and trace.sequences and trace.best.node_id is not None:
+        lines += _beam_rows(trace)
+    else:
+        for step in trace.steps:
+            prob = step.chosen.prob if step.chosen is not None else float("nan")
+            top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in step.candidates[:5])
+            lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}  {top}")
     lines.append("")
     for i, seq in enumerate(trace.sequences):
         lines.append(f"[{i}] cum_logprob {seq.cum_logprob:.4f}  score {seq.score:.4f}  {seq.text!r}")
     return "\n".join(lines)
+
+
+def _beam_rows(trace) -> list:
+    """The table's lines for a beam search: each step's token of the best hypothesis [0], the line printed last.
+
+    A step's token of the best running beam is not always a token of the best hypothesis (beams overtake each
+    other, and the best hypothesis may end before the search does), so the rows walk the tree from the root to
+    the best hypothesis' leaf. The top 5 are that beam's own: the step's recorded distribution when it is this
+    beam's, else the continuations of this beam that the search ranked (marked ~, probabilities from the tree)."""
+    lines, from_tree = [], False
+    children: dict = {}
+    for node in trace.nodes:
+        children.setdefault(node.parent, []).append(node)
+    raw = trace.config.repetition_penalty == 1.0        # the tree holds penalised logprobs otherwise
+    for node in trace.path(trace.best.node_id):
+        step = trace.steps[node.step] if 0 <= node.step < len(trace.steps) else None
+        recorded = _recorded_for(trace, step, node)
+        chosen = next((c for c in recorded if c.token_id == node.token_id), None)
+        prob = chosen.prob if chosen is not None else (math.exp(node.logprob) if raw else float("nan"))
+        if recorded:
+            top = "  ".join(f"{_show(c.text)} {c.prob:.3f}" for c in recorded[:5])
+        else:
+            siblings = sorted(children.get(node.parent, []), key=lambda n: -n.logprob)[:5]
+            top = "  ".join(f"{_show(n.text)} {math.exp(n.logprob):.3f}" for n in siblings) + "  ~"
+            from_tree = True
+        lines.append(f"{node.step + 1:>4}  {_show(node.text):<18} {prob:>7.4f}  {top}")
+    searched = len(trace.steps)
+    note = f"(beam search: the steps of the best hypothesis [0]; the search ran {searched} steps"
+    note += "; ~ its beam's continuations that the search ranked, as recorded in the tree)" if from_tree else ")"
+    return lines + [note]
+
+
+def _recorded_for(trace, step, node) -> list:
+    """The step's recorded candidates, by rank, when they are the distribution of `node`'s beam (the beam that
+    the best running beam after the step extends); else []."""
+    if step is None or not step.beam_node_ids:
+        return []
+    best = trace.nodes_by_id.get(step.beam_node_ids[0])
+    if best is None or best.parent != node.parent:
+        return []
+    return sorted(step.candidates, key=lambda c: c.rank)
 
 
 STAGE_LABELS = {"repetition_penalty": "penalty", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
@@ -118,6 +193,8 @@ def format_stages_table(trace) -> str:
     if trace.model_facts.get("served"):
         return format_table(trace) + ("\n(a served model: its sampler ran on the server, which reports the raw "
                                       "top-N only, so there are no stages to show)")
+    if trace.config.strategy == "beam":        # no stages to list: the steps of the best hypothesis, and why
+        return format_table(trace) + "\n" + _no_stages_note(trace.config)
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages: kept, top-1 p"]
     for step in trace.steps:
         prob = step.chosen.prob if step.chosen is not None else float("nan")
@@ -300,8 +377,9 @@ def _served(args, config):
     return served_decode(server, args.prompt, config)
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog: str = "python -m engine") -> int:
+    """Run a command; `prog` is how the user called it (see build_parser)."""
+    args = build_parser(prog).parse_args(argv)
     if args.command == "lens":
         return lens_main(args)
     try:

@@ -394,7 +394,8 @@ def _describe(event: dict) -> str:
         rank = "?" if event["rank"] is None else event["rank"]
         above = "?" if event["mass_above"] is None else (
             f"{'>=' if not event['mass_above_exact'] else ''}{event['mass_above']:.3f}")
-        return f"{token}: unlikely pick, p {_prob(event['prob'])}, rank {rank}, mass ranked above {above}"
+        how = "unlikely token, forced" if event.get("forced") else "unlikely pick"
+        return f"{token}: {how}, p {_prob(event['prob'])}, rank {rank}, mass ranked above {above}"
     if kind == "loop":
         span = _quoted("".join(event["texts"]))
         return f"{span}: loop, {event['n']} tokens repeated {event['repeats']}x, through step {event['end']}"

@@ -111,17 +111,37 @@ def rerank(trace, length_penalty: float) -> Rerank:
                   set_changed=set(new_set) != set(recorded_set), stop_changed=new_stop != recorded_stop)
 
 
-def distinct_endings(texts: list, context: int = 12) -> list:
-    """The texts with their shared beginning folded into "…", keeping `context` characters of it,
-    so hypotheses that differ only near the end do not all look the same in a narrow column."""
-    if len(texts) < 2:
-        return list(texts)
-    shared = 0
-    for chars in zip(*texts):
-        if len(set(chars)) > 1:
-            break
-        shared += 1
-    cut = shared - context
-    if cut <= 1:
-        return list(texts)
-    return ["…" + text[cut:] for text in texts]
+@dataclass(frozen=True)
+class Parting:
+    """Where a hypothesis leaves another (the best one): the step, and each one's token there."""
+    step: int                 # 0-based index of the first generated token that differs
+    token: str | None         # this hypothesis' token there (None: it ended before)
+    other: str | None         # the other hypothesis' token there (None: that one ended before)
+
+
+def parting(trace, node_id: int, other_id: int) -> Parting | None:
+    """Where the hypothesis ending at node_id leaves the one ending at other_id, compared token by token;
+    None when they are the same path. Two hypotheses can read the same and still part, when the same text
+    was cut into other tokens ("approx"+"imately" and "approxim"+"ately"), so their texts cannot tell."""
+    mine, theirs = trace.path(node_id), trace.path(other_id)
+    for index, (a, b) in enumerate(zip(mine, theirs)):
+        if a.token_id != b.token_id:
+            return Parting(index, a.text, b.text)
+    if len(mine) == len(theirs):
+        return None
+    index = min(len(mine), len(theirs))
+    return Parting(index, mine[index].text if index < len(mine) else None,
+                   theirs[index].text if index < len(theirs) else None)
+
+
+MARK = "┃"
+
+
+def marked_text(trace, node_id: int, other_id: int, show=lambda text: text) -> str:
+    """The hypothesis' whole text with MARK where it leaves the other one (no mark on the other's own path).
+    show: how each token's text is written (visible whitespace, for instance)."""
+    path = trace.path(node_id)
+    where = parting(trace, node_id, other_id)
+    cut = len(path) if where is None else where.step
+    head, tail = "".join(show(n.text) for n in path[:cut]), "".join(show(n.text) for n in path[cut:])
+    return head if where is None else head + MARK + tail

@@ -21,6 +21,16 @@ def visible(text: str) -> str:
     return text.replace(" ", SPACE).replace("\r\n", NEWLINE).replace("\n", NEWLINE).replace("\r", NEWLINE).replace("\t", TAB)
 
 
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def wrappable(text: str) -> str:
+    """Visible text that may still wrap: a line can break after each ␣ and ⏎, which are not spaces to a
+    browser (a long hypothesis written with them alone runs out of its cell instead of wrapping)."""
+    shown = visible(text) if text else ""
+    return shown.replace(SPACE, SPACE + ZERO_WIDTH_SPACE).replace(NEWLINE, NEWLINE + ZERO_WIDTH_SPACE)
+
+
 def for_plotly(text: str) -> str:
     """Safe inside Plotly text, tick labels and hovertemplates (HTML-escaped, whitespace visible)."""
     return html.escape(visible(text), quote=False).replace("%{", "%&#123;")

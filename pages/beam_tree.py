@@ -3,13 +3,13 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from figures.beam_rerank import distinct_endings, rerank
+from figures.beam_rerank import MARK, marked_text, parting, rerank
 from figures.beam_tree import beam_tree_figure
-from figures.labels import visible
+from figures.labels import for_markdown, visible, wrappable
 from ui.budget import step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import shortcut, sized, stage, stage_row
+from ui.present import main_chart, shortcut, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.served import served_badge, served_limits, served_trace, with_badge
 from ui.session import (LIGHT_NEW_TOKENS, connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
@@ -94,6 +94,20 @@ if not viewing:                    # a search on the shared model
     stopped_note("beam")
     sync_url(num_beams=beams, early_stopping=early, length_penalty=S["beam_search_lp"])
 
+def _parts_cell(trace, node_id: int, best: int) -> str:
+    """Where a hypothesis leaves the best one, by token: texts that read alike still differ here.
+    Table cells render Markdown, so token texts are escaped."""
+    where = parting(trace, node_id, best)
+    if where is None:
+        return "—"
+    if where.token is None:
+        return t("beam.parts_ended", step=where.step)
+    if where.other is None:
+        return t("beam.parts_longer", step=where.step + 1, token=for_markdown(visible(where.token)))
+    return t("beam.parts_at", step=where.step + 1, token=for_markdown(visible(where.token)),
+             best=for_markdown(visible(where.other)))
+
+
 # ---- grow the tree (a step slider and Play), re-rank it: these rerun only the part below -----------
 last = len(trace.steps)
 
@@ -145,26 +159,29 @@ def tree_panel():
         "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"),
         "status": t("beam.fig_status")})
     with_badge(fig, served_badge(trace, trace.steps[upto - 1] if trace.steps else None, step=upto))
-    (slot or st).plotly_chart(sized(fig, main=True), key="beam_chart", width="stretch")
+    main_chart(fig, "beam_chart", slot, width="stretch")
     st.caption(t("beam.legend_note"))
 
     # ---- the final hypotheses, ranked under the live length penalty -------------------------------
     ranking = rerank(trace, live_lp)
     st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
     st.caption(t("beam.formula"))
-    endings = distinct_endings([visible(h.text) for h in ranking.hypotheses])
-    rows = [{t("beam.col_rank"): i + 1, t("beam.col_text"): ending, t("beam.col_length"): h.length,
+    best = ranking.hypotheses[0].node_id if ranking.hypotheses else None
+    rows = [{t("beam.col_rank"): i + 1,
+             t("beam.col_text"): for_markdown(marked_text(trace, h.node_id, best, show=wrappable)),
+             t("beam.col_parts"): _parts_cell(trace, h.node_id, best), t("beam.col_length"): h.length,
              t("beam.col_cum"): round(h.cum_logprob, 4),
              t("beam.col_score"): f"{h.cum_logprob:.3f} / {h.length}^{live_lp:g} = {h.score:.4f}",
              t("beam.col_in_set"): "✅" if h.in_set else "",
              t("beam.col_recorded"): "✅" if h.recorded_in_set else ""}
-            for i, (h, ending) in enumerate(zip(ranking.hypotheses, endings))]
+            for i, h in enumerate(ranking.hypotheses)]
     if rows:
-        # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view
+        # a plain table wraps long texts instead of cutting them, and so never pushes a column out of view; every
+        # cell renders Markdown, so token texts are escaped
         with st.container(key="beam_table"):
             st.table(pd.DataFrame(rows), hide_index=True)
-        if endings[0] != visible(ranking.hypotheses[0].text):
-            st.caption(t("beam.endings_note"))
+        if len(rows) > 1:
+            st.caption(t("beam.parts_note", mark=MARK))
         lengths = {h.length for h in ranking.hypotheses}
         if len(rows) > 1 and len(lengths) == 1:
             st.info(t("beam.same_length", length=lengths.pop()))

@@ -8,7 +8,7 @@ from figures.labels import for_markdown
 from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import sized, stage, stage_row
+from ui.present import main_chart, stage, stage_row
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
                         needs_weights, shared_sidebar, sync_url, url_number, url_value)
@@ -140,7 +140,7 @@ for names in coinciding([(name, tr) for _, name, tr in shown]):
               n=len(token_ids(next(tr for _, name, tr in shown if name == names[0])))))
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
-(slot or st).plotly_chart(sized(fig, main=True), key="cmp_chart", width="stretch")
+main_chart(fig, "cmp_chart", slot, width="stretch")
 
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))

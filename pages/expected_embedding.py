@@ -10,7 +10,7 @@ from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
-from ui.present import scroll_to_section, sized, stage, stage_row
+from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
 from ui.session import cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
 
 TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
@@ -66,7 +66,7 @@ else:
 lane_labels = {"cosine": t("embedding.nearest_cosine"), "entropy": t("embedding.entropy"),
                "step": t("embedding.step"), "difference": t("embedding.difference"),
                "title": t("embedding.lane_title")}
-(slot or st).plotly_chart(sized(lane_lines(soft.steps, lane_labels, split), main=True), key="ee_lane_chart")
+main_chart(lane_lines(soft.steps, lane_labels, split), "ee_lane_chart", slot)
 
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
 

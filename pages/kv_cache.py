@@ -9,7 +9,7 @@ from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
 from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
-from ui.present import sized, stage, stage_row
+from ui.present import main_chart, sized, stage, stage_row
 from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
 
 
@@ -78,7 +78,7 @@ if strategy == "beam":
 
 row_labels = {k: t("kv." + k) for k in ("reused", "appended", "copied", "beam", "parent", "rows")}
 row_labels["title"] = t("kv.rows_title", step=cs.step + 1)
-(slot or st).plotly_chart(sized(cache_rows(cs, row_labels), main=True), key="kv_rows_chart")
+main_chart(cache_rows(cs, row_labels), "kv_rows_chart", slot)
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
 block_labels["title"] = t("kv.blocks_title", block=BLOCK_SIZE)

@@ -13,7 +13,7 @@ from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
-from ui.present import sized, stage, stage_row
+from ui.present import main_chart, sized, stage, stage_row
 from ui.served import served_teacher
 from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, reference_within_limit,
                         served_selected, shared_sidebar, show_error, sync_long_text, sync_url, url_number,
@@ -130,8 +130,7 @@ cols[3].metric(t("teacher.metric_top1"), f"{top1}/{n}")
 bar_labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
 bar_labels["divergence"] = t("teacher.divergence_mark")
 bar_labels["title"] = t("teacher.forced_title")
-(slot or st).plotly_chart(sized(reference_bars(forced, bar_labels, divergence=run.first_divergence), main=True),
-                          key="tf_forced_chart")
+main_chart(reference_bars(forced, bar_labels, divergence=run.first_divergence), "tf_forced_chart", slot)
 with st.expander(t("teacher.table")):
     st.dataframe([{t("teacher.col_pos"): p.index + 1, t("teacher.col_token"): visible(p.text),
                    t("teacher.col_prob"): round(p.prob, 4), t("teacher.col_rank"): p.rank,

@@ -1,4 +1,5 @@
-"""Presentation mode: large type, the sidebar folded away, figures as wide as the screen.
+"""Presentation mode: large type, the sidebar folded away, figures as wide as the screen, and the page's main
+figure as tall as the window allows.
 
 A teacher turns it on in the sidebar; the choice is kept in the URL (`?present=1`) so the
 classroom view can be bookmarked. The stylesheet below is a constant: no user text and
@@ -79,14 +80,16 @@ def presenting() -> bool:
 
 
 PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
-# The room a 1280x720 projector leaves for a page's main figure, below the title, the row of buttons and the
-# stepping controls (about 260 px): a taller main figure is squeezed to it, so it is whole on the first screen.
+# The height a page's main figure starts at in presentation mode, before the browser has measured the window:
+# what a 1280x720 projector leaves below the title, the row of buttons and the stepping controls (about 260 px).
 STAGE_HEIGHT = 450
+STAGE_MIN = 300      # px: below this a figure is no longer readable; a smaller window scrolls instead
+STAGE_GAP = 14       # px kept free under the figure, so its lowest labels do not touch the window's edge
 
 
 def sized(fig, main: bool = False):
     """The figure, its text enlarged for a projector when presentation mode is on; the page's `main`
-    figure is also held to the height the first screen leaves for it."""
+    figure starts at the height a 1280x720 projector leaves for it (main_chart then fits it to the window)."""
     if presenting():
         if main and (fig.layout.height or 0) > STAGE_HEIGHT:
             fig.update_layout(height=STAGE_HEIGHT)
@@ -107,6 +110,46 @@ def sized(fig, main: bool = False):
             if note.font.size is not None:
                 note.font.size = round(note.font.size * scale)
     return fig
+
+
+# In presentation mode the main figure's box is as tall as the window leaves below its top, measured in the
+# browser (the server never knows the window: 450 px filled a 720-px projector but only 40 % of a 1080-px one).
+# Streamlit then draws the figure at its box's height. A constant script: it runs again when the page or the
+# window changes (at most once a frame), and sets a height only when it differs, so setting one triggers nothing.
+_FIT_STAGE = """<script>
+(() => {
+  const fit = () => {
+    const main = document.querySelector('[data-testid="stMain"]');
+    const scrolled = main ? main.scrollTop : 0;
+    document.querySelectorAll('[class*="st-key-stage_fit_"]').forEach(box => {
+      const top = box.getBoundingClientRect().top + scrolled;
+      const height = Math.max(%(min)d, Math.floor(window.innerHeight - top - %(gap)d)) + 'px';
+      // the box is a container of fixed height: Streamlit sets that height on the wrapper around it
+      const wrap = box.parentElement;
+      if (wrap.style.height !== height) { wrap.style.flexBasis = height; wrap.style.height = height; }
+    });
+  };
+  if (window.stageFit) { window.stageFit(); return; }
+  let queued = false;            // a rerun changes the page many times a frame: measure once per frame
+  const soon = () => { if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fit(); }); } };
+  window.stageFit = fit;
+  window.addEventListener('resize', soon);
+  new MutationObserver(soon).observe(document.body, {subtree: true, childList: true});
+  fit();
+})();
+</script>""" % {"min": STAGE_MIN, "gap": STAGE_GAP}
+
+
+def main_chart(fig, key: str, where=None, **options):
+    """Draw the page's main figure (`where`: a container, else here) and return what st.plotly_chart returns.
+
+    In presentation mode it goes in a box the browser sizes to the window (see _FIT_STAGE), and fills it."""
+    target = where if where is not None else st
+    fig = sized(fig, main=True)
+    if not presenting():
+        return target.plotly_chart(fig, key=key, **options)
+    box = target.container(key=f"stage_fit_{key}", height=STAGE_HEIGHT, border=False)   # a box the chart fills
+    return box.plotly_chart(fig, key=key, height="stretch", **options)
 
 
 def sidebar_state() -> str:
@@ -146,6 +189,7 @@ def presentation_controls():
         st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
         if on:
             st.markdown(STYLESHEET, unsafe_allow_html=True)
+            st.html(_FIT_STAGE, unsafe_allow_javascript=True)
     if not on:
         return None
     corner = st.container(key="present_corner", horizontal=True, gap="small")

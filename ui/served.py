@@ -17,7 +17,7 @@ from figures.labels import for_markdown
 from figures.served import badge_text, served_facts, with_badge
 from figures.teacher import reference_bars
 from ui.i18n import t
-from ui.present import sized
+from ui.present import main_chart
 from ui.progress import stopped_note, watched_served
 from ui.session import cached, keep_or_stop
 
@@ -94,5 +94,5 @@ def served_teacher(server: Server | None, prompt: str, reference: str, slot=None
     cols[3].metric(t("teacher.metric_top1"), f"{sum(1 for p in forced.positions if p.rank == 1)}/{n}")
     labels = {k: t("teacher." + k) for k in ("prob", "rank", "entropy", "top")}
     labels["divergence"], labels["title"] = t("teacher.divergence_mark"), t("teacher.forced_title")
-    (slot or st).plotly_chart(sized(with_badge(reference_bars(forced, labels), badge), main=True), key="tf_served_chart")
+    main_chart(with_badge(reference_bars(forced, labels), badge), "tf_served_chart", slot)
     st.info(t("served.teacher_needs_weights"))

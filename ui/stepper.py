@@ -202,11 +202,17 @@ class Stepper:
         if config.strategy == "beam":
             self.branches = [Branch(forced={})]
             self.active = 0
+        lengths = [len(b.runner.steps) if b.runner is not None else 0 for b in self.branches]
         for branch in self.branches:     # a runner whose steps cannot change keeps them (no replay)
             if not (isinstance(branch.runner, Decoder) and branch.runner.retarget(config)):
                 branch.runner = None
         self.ensure(self.cursor + 1)
         self.cursor = min(self.cursor, len(self.steps()) - 1)
+        # the other branches are shown beside the active one: each is replayed as far as it had gone,
+        # or it would show no text at all
+        for index, length in enumerate(lengths):
+            if index != self.active:
+                self.ensure(length, index)
 
     # ---- branches ------------------------------------------------------------------
     @_locked

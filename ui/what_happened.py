@@ -76,7 +76,7 @@ def render_what_happened(trace: Trace, key_prefix: str, lm: LoadedModel | None =
     if not rows:
         st.success(t("explain.nothing"))
     else:
-        jump = _timeline(rows, f"{key_prefix}_timeline")
+        jump = _timeline(rows, f"{key_prefix}_timeline", findings["strategy"])
 
     with st.expander(t("explain.rule_title"), icon=":material/help:"):
         rule = findings["rule"]
@@ -119,7 +119,7 @@ def _by_step(events: list) -> list:
     return rows
 
 
-def _timeline(rows: list, key: str) -> int | None:
+def _timeline(rows: list, key: str, strategy: str) -> int | None:
     """The timeline as one table, a row per step; selecting a row returns its step (once per selection).
 
     One table instead of a row of widgets per step: a long run's timeline is one element, not hundreds."""
@@ -128,7 +128,7 @@ def _timeline(rows: list, key: str) -> int | None:
         t("explain.col_step"): t("explain.step_button", step=events[0]["step"] + 1),
         t("explain.col_token"): visible(events[0]["text"] or ""),
         t("explain.col_what"): "\n".join(_plain(_what(e)) for e in events),
-        t("explain.col_why"): "\n".join(t(f"explain.why_{e['kind']}") for e in events)} for events in rows])
+        t("explain.col_why"): "\n".join(_why(e, strategy) for e in events)} for events in rows])
     st.caption(t("explain.timeline_help"))
     event = st.dataframe(table, key=key, on_select="rerun", selection_mode="single-row", hide_index=True,
                          width="stretch")
@@ -141,6 +141,22 @@ def _timeline(rows: list, key: str) -> int | None:
         return None           # a selection moves the cursor once; the user may move on from there
     S[f"{key}_used"] = (picked[0], steps)
     return rows[picked[0]][0]["step"]
+
+
+def _why(event: dict, strategy: str) -> str:
+    """Why an event matters. An unlikely token is explained by what put it there: the user forcing it,
+    a model unsure even of its top choice, the beam search keeping the whole hypothesis, or a random draw;
+    blaming sampling for a token the user forced (or greedy took) would teach the wrong lesson."""
+    kind = event["kind"]
+    if kind != "low_prob":
+        return t(f"explain.why_{kind}")
+    if event.get("forced"):
+        return t("explain.why_low_prob_forced")
+    if strategy == "beam":
+        return t("explain.why_low_prob_beam")
+    if strategy in ("greedy", "soft") or event.get("rank") == 1:      # the strategy's own favourite
+        return t("explain.why_low_prob_top")
+    return t("explain.why_low_prob")
 
 
 def _plain(markdown: str) -> str:

@@ -144,3 +144,27 @@ def test_beam_table_shows_every_column_and_the_endings(page, server, width):
     assert cells and all(not c.endswith("...") for c in cells)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     table.screenshot(path=str(SCREENSHOTS / f"beam_table_{width}.png"))
+
+
+def test_long_hypotheses_are_shown_whole_and_wrap(page, server):
+    """40 tokens a hypothesis, written with ␣ and ⏎ for whitespace: each text cell wraps onto several lines
+    and nothing in it runs past its edge or is folded away."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    open_page(page, server, "beam_tree", "lang=en&tour=0&num_beams=4&max_new_tokens=40")
+    assert_no_exception(page, server)
+    table = page.locator('.st-key-beam_table [data-testid="stTable"]').first
+    table.wait_for()
+    table.scroll_into_view_if_needed()
+    overflow = table.evaluate("el => [el.scrollWidth, el.clientWidth, el.querySelector('table').scrollWidth]")
+    assert max(overflow[0], overflow[2]) <= overflow[1] + 1, overflow
+    cells = table.locator("tbody tr td:nth-child(2)")
+    shape = cells.evaluate_all("""els => els.map(e => {
+        const runs = [e, ...e.querySelectorAll('*')].some(c => c.scrollWidth > c.clientWidth + 1);
+        const line = parseFloat(getComputedStyle(e).lineHeight) || 20;
+        return {text: e.innerText, runs_past: runs, lines: Math.round(e.getBoundingClientRect().height / line)};
+    })""")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    table.screenshot(path=str(SCREENSHOTS / "beam_table_long_1280.png"))
+    assert shape and not [c for c in shape if c["runs_past"]], shape
+    assert all(c["lines"] >= 2 for c in shape), shape          # 40 tokens do not fit one line of this column
+    assert not [c for c in shape if c["text"].startswith("…")], shape

@@ -72,3 +72,51 @@ def test_main_figure_is_on_the_first_screen(browser, server, name, lang):
             assert not cut, (name, lang, width, height, figure, cut)
         finally:
             context.close()
+
+
+LARGE = (1920, 1080)
+REACH = 48         # px: the figure ends at most this far above the window's bottom edge (a small gap is kept)
+
+
+def label_overlaps(page, key: str) -> list:
+    """Pairs of the figure's node labels whose drawn boxes overlap (text over text), with their texts."""
+    return page.evaluate("""(key) => {
+        const plot = document.querySelector(`[class*="st-key-${key}"] .js-plotly-plot`);
+        const boxes = [...plot.querySelectorAll('.textpoint text')].map(e => [e.textContent, e.getBoundingClientRect()])
+            .filter(([, r]) => r.width > 0 && r.height > 0);
+        const out = [];
+        for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, s] = boxes[j];
+            const x = Math.min(r.right, s.right) - Math.max(r.left, s.left);
+            const y = Math.min(r.bottom, s.bottom) - Math.max(r.top, s.top);
+            if (x > 1 && y > 1) out.push([a, b, Math.round(x), Math.round(y)]);
+        }
+        return out;
+    }""", key)
+
+
+@pytest.mark.parametrize("name", ["step_by_step", "beam_tree"])
+def test_main_figure_fills_a_large_window(browser, server, name):
+    """At 1920x1080 the main figure uses the window's height (not a fixed 450 px), still whole on the first
+    screen; on a 12-step beam tree the node labels then have room and none is drawn over another."""
+    key = MAIN_FIGURE[name]
+    width, height = LARGE
+    context = new_context(browser, server)
+    try:
+        page = context.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        open_page(page, server, name, "present=1&tour=0&lang=en&max_new_tokens=12")
+        assert_no_exception(page, server)
+        page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
+        page.wait_for_timeout(800)      # the box is fitted to the window, then Plotly draws at that height
+        found = figure_boxes(page, key)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"stage_{name}_{width}x{height}.png"))
+        figure = found["boxes"][".main-svg#0"]
+        assert found["scrolled"] == 0
+        assert height - REACH <= figure["bottom"] <= height + SLACK, (name, figure)
+        assert figure["bottom"] - figure["top"] > 0.5 * height, (name, figure)
+        if name == "beam_tree":
+            assert not label_overlaps(page, key)
+    finally:
+        context.close()

@@ -1,6 +1,7 @@
 """The `decodescope` console script: `decode` is `python -m engine decode`, `run` starts Streamlit on app.py."""
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -94,3 +95,54 @@ def test_no_command_prints_usage_and_returns_2(capsys):
 def test_help_prints_usage_and_returns_0(capsys, flag):
     assert console.main([flag]) == 0
     assert capsys.readouterr().out.startswith("usage: decodescope run")
+
+
+def shown(text: str) -> str:
+    """A token as the table prints it: bare when it has no surrounding spaces, else quoted (written here
+    from the README's description, not taken from the code)."""
+    return repr(text)[1:-1] if text and text.strip() == text else repr(text)
+
+
+@pytest.mark.parametrize("prompt", ["Beam search keeps", "The capital of France is"])
+def test_beam_table_walks_the_best_hypothesis(capsys, monkeypatch, tiny_llama_folder, prompt):
+    """Every row is a step of the best hypothesis, the one printed last, as transformers' beam search
+    returns it: its token, and that token's probability given the hypothesis' own prefix (plain torch)."""
+    lm, folder = tiny_llama_folder
+    argv = ["decode", "--model", folder, "--prompt", prompt, "--strategy", "beam", "--num-beams", "3",
+            "--max-new-tokens", "6"]
+    code, out, err = run_cli(capsys, monkeypatch, console.main, argv)
+    assert (code, err) == (0, "")
+    ids = torch.tensor([lm.tokenizer(prompt).input_ids])
+    best = lm.model.generate(ids, max_new_tokens=6, do_sample=False, num_beams=3,
+                             attention_mask=torch.ones_like(ids))[0, ids.shape[1]:].tolist()
+    best = best[:best.index(0) + 1] if 0 in best else best          # the end-of-text token (id 0) ends it
+    rows = [line for line in out.splitlines() if line[:4].strip().isdigit()]
+    assert len(rows) == len(best)
+    for i, (row, token) in enumerate(zip(rows, best)):
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.tensor([ids[0].tolist() + best[:i]])).logits[0, -1]
+        prob = float(torch.softmax(logits.float(), -1)[token])
+        assert row.startswith(f"{i + 1:>4}  {shown(lm.token_texts[token]):<18} "), (i, row)
+        assert float(row[25:].split()[0]) == pytest.approx(prob, abs=2e-4), (i, row)
+
+
+def test_decode_help_names_the_command_typed_and_explains_every_option(capsys, monkeypatch):
+    code, out, err = run_cli(capsys, monkeypatch, console.main, ["decode", "--help"])
+    assert code == 0
+    assert out.startswith("usage: decodescope decode") and "python -m engine" not in out
+    options = out[out.index("options:"):]
+    entries = re.split(r"\n(?=  -)", options)[1:]       # one entry per option: its flags, then its help
+    flags = [e.split()[0].rstrip(",") for e in entries]
+    assert {"--prompt", "--strategy", "--top-k", "--num-beams", "--tau", "--seed", "--top-n"} <= set(flags)
+    for entry in entries:
+        words = re.sub(r"^\s*(-[-\w]+( [A-Z_]+)?(, )?)+", "", entry).split()
+        assert len(words) >= 3, f"no help for {entry.split()[0]}"
+    # the engine's own command keeps its own name
+    code, out, _ = run_cli(capsys, monkeypatch, engine_main, ["decode", "--help"])
+    assert code == 0 and out.startswith("usage: python -m engine decode")
+
+
+def test_usage_names_only_decodescope(capsys):
+    assert console.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "python -m engine" not in out and "decodescope lens" in out

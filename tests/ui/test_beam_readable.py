@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import time
 from pathlib import Path
 
+import torch
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 from engine import DecodeConfig, decode  # noqa: E402
-from figures.beam_rerank import distinct_endings  # noqa: E402
+from figures.labels import visible  # noqa: E402
 from figures.beam_tree import beam_tree_figure, short_label  # noqa: E402
 
 
@@ -65,14 +67,32 @@ def test_labels_are_short_and_alternate_sides(tiny):
     assert all(len(html.unescape(label)) <= 9 for label in kept.text)
 
 
-def test_shared_beginnings_fold_so_endings_differ():
-    texts = [" the capital of France and the largest city in Europe",
-             " the capital of France and the largest city in the EU",
-             " the capital of France and the largest city of France"]
-    folded = distinct_endings(texts)
-    assert folded == ["…argest city in Europe", "…argest city in the EU", "…argest city of France"]
-    assert distinct_endings([" Paris", " Lyon"]) == [" Paris", " Lyon"]       # nothing shared: unchanged
-    assert distinct_endings([" only one"]) == [" only one"]
+def plain(cell: str) -> str:
+    """A table cell as read: Markdown escapes and the invisible line-break points removed."""
+    return re.sub(r"\\(.)", r"\1", cell).replace("\u200b", "")
+
+
+def test_hypotheses_are_whole_and_marked_where_they_leave_the_best(tiny_llama_folder):
+    """The returned hypotheses are transformers' beam search's; each is shown whole, ┃ where it leaves the
+    best one's tokens, and the first token that differs is named beside it."""
+    lm, folder = tiny_llama_folder
+    at = open_beam(folder, num_beams=3)
+    ids = torch.tensor([lm.tokenizer("The capital of France is").input_ids])
+    out = lm.model.generate(ids, max_new_tokens=5, do_sample=False, num_beams=3, num_return_sequences=3,
+                            attention_mask=torch.ones_like(ids))[:, ids.shape[1]:].tolist()
+    returned = [seq[:seq.index(0) + 1] if 0 in seq else seq for seq in out]       # up to end-of-text (id 0)
+    best = returned[0]
+    table = at.table[0].value
+    rows = {plain(text): plain(parts) for text, parts in zip(table["text"], table["leaves #1 at"])}
+    for seq in returned:
+        shared = next((i for i, (a, b) in enumerate(zip(seq, best)) if a != b), min(len(seq), len(best)))
+        words = [visible(lm.token_texts[t]) for t in seq]
+        text = "".join(words) if seq == best else "".join(words[:shared]) + "┃" + "".join(words[shared:])
+        assert text in rows, (text, list(rows))
+        if seq != best and shared < min(len(seq), len(best)):
+            theirs = visible(lm.token_texts[best[shared]])
+            assert rows[text] == f"step {shared + 1}: {words[shared]} (#1: {theirs})"
+    assert not any(cell.startswith("…") for cell in rows)          # never folded
 
 
 def test_equal_lengths_say_why_the_penalty_moves_nothing(tiny_llama_folder):
