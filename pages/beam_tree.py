@@ -24,14 +24,12 @@ row = stage_row(t("beam.intro"), upload=t("export.open_trace"), settings=t("pres
 settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
 copy_link_control()
 with row["upload"]:
-    uploaded = trace_upload("beam_upload")
+    uploaded = trace_upload("beam_upload", refuse=lambda trace: None if trace.nodes else
+                            t("beam.upload_no_tree", strategy=trace.config.strategy))
 
 # ---- the search: an uploaded trace, a search on a server, or a search on the shared model ---------
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
-    if not uploaded.nodes:
-        st.error(t("beam.upload_no_tree", strategy=uploaded.config.strategy))
-        st.stop()
     trace = uploaded
     viewing = True
 else:

@@ -521,7 +521,9 @@ def share_link() -> str:
 
 def copy_link_control() -> None:
     """A "copy link" box in the sidebar: the code block has Streamlit's copy button."""
-    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
+    # opening it runs the page again: the link is built then, with what a part of the page changed on its own
+    # (Step by step's Next moves the step without running the sidebar)
+    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch", key="copy_link", on_change="rerun"):
         st.caption(t("common.copy_link_help"))
         prompt = st.session_state.get("prompt") or ""
         if url_bytes(prompt) > URL_PROMPT_LIMIT:
