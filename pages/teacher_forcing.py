@@ -15,12 +15,9 @@ from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import sized, stage, stage_row
 from ui.served import served_teacher
-from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, reference_within_limit,
-                        served_selected, shared_sidebar, show_error, sync_long_text, sync_url, url_number,
-                        url_value)
-
-DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
-                     "the Eiffel Tower, the Louvre and the food.")
+from ui.session import (DEMO_REFERENCES, LIGHT_NEW_TOKENS, cached, connected_server, demo_reference, get_lm,
+                        reference_within_limit, served_selected, shared_sidebar, show_error, sync_long_text, sync_url,
+                        url_number, url_value)
 
 st.title(t("teacher.title"))
 row = stage_row(t("teacher.intro"), settings=t("present.settings"))
@@ -59,13 +56,20 @@ def _use_greedy_reference() -> None:
         S["tf_reference_error"] = t("teacher.greedy_empty")
 
 
+def written_for(reference: str) -> str:
+    """The prompt a reference arriving without its stamp belongs to: a demo reference to its demo prompt,
+    any other to the prompt it arrived with (links from before references carried their prompt)."""
+    return next((p for p, r in DEMO_REFERENCES.items() if r == reference), settings.prompt)
+
+
 S = st.session_state
-saved_reference = url_value("tf_reference", DEFAULT_REFERENCE)
-if "tf_for" not in S:
-    # a link from before references carried their prompt: the default reference belongs to the default
-    # prompt, any other reference to the prompt it arrived with
-    S["tf_for"] = url_value("tf_for", fingerprint(DEFAULT_PROMPT if saved_reference == DEFAULT_REFERENCE
-                                                  else settings.prompt))
+saved_reference = url_value("tf_reference", demo_reference(settings.prompt))    # in the prompt's own language
+if "tf_for" not in S or "tf_reference" not in S:
+    # arriving on the page (the reference box is new): a stamp left from an earlier visit means nothing now;
+    # a link's stamp goes with the link's reference, and a reference without one is placed by written_for
+    given = "tf_reference" in S or "tf_reference" in st.query_params
+    stamp = st.query_params.get("tf_for") if given else None
+    S["tf_for"] = stamp or fingerprint(written_for(saved_reference))
 reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
