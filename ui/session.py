@@ -262,8 +262,7 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     default_new_tokens: the length a page opens with when neither the session nor the URL has one."""
     st.session_state["_errors_shown"] = set()        # a new run: messages may be shown again (keep_or_stop)
     with st.sidebar:
-        st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
-                     index=list(LANGUAGES).index(language()))
+        language_control()
         model = model_controls()
         prompt = st.text_area(t("common.prompt"), value=url_value("prompt", landing_prompt()), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
@@ -278,6 +277,12 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
     sync_long_text("prompt", prompt)   # a pasted book does not belong in an address bar or a share link
     return settings
+
+
+def language_control() -> str:
+    """The interface language, first in the sidebar of every page (the landing has nothing else there)."""
+    return st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+                        index=list(LANGUAGES).index(language()))
 
 
 MODEL_CHOICES = (*BUNDLED, "other", SERVED)   # the bundled models by their short names, any other, a server's

@@ -108,3 +108,37 @@ def test_lang_zh_on_a_server_without_gemma_stays_on_what_it_offers(loads, monkey
     at = step_page({"lang": "zh"})
     assert at.sidebar.text_area(key="prompt").value == EN_PROMPT      # SmolLM2 answers Chinese with noise
     assert loads == [SMOLLM2], loads
+
+
+# ---- the root address says what the app is -----------------------------------------------------------
+def root(params: dict) -> AppTest:
+    """The app as the root address opens it: no page named."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_root_address_is_a_landing_that_says_what_the_app_is(loads, lang):
+    from streamlit.util import calc_hash
+
+    at = root({"lang": lang})
+    words = texts("landing", lang)
+    assert [t.value for t in at.title] == ["DecodeScope"]
+    assert words["what"] in [m.value for m in at.markdown]
+    links = at.get("page_link")
+    stems = [p.stem for p in sorted((ROOT / "pages").glob("*.py"))]
+    targets = [link.proto.page_script_hash for link in links]
+    assert targets[-len(stems) - 1] == calc_hash("step_by_step")        # where to start, then every page
+    assert sorted(targets[-len(stems):]) == sorted(calc_hash(s) for s in stems)
+    assert all(f"lang={lang}" in link.proto.query_string for link in links[-len(stems):])
+    assert loads == [], "the landing loads no model"
+    assert not at.get("plotly_chart")
+
+
+def test_an_old_link_to_the_root_with_settings_still_opens_step_by_step(loads):
+    at = root({"lang": "en", "prompt": "Hello", "max_new_tokens": "2"})
+    assert at.sidebar.text_area(key="prompt").value == "Hello"
+    assert at.button(key="sbs_next")
