@@ -41,9 +41,17 @@ def _bind_reference() -> None:
     S["tf_for"] = fingerprint(settings.prompt)
 
 
-def _use_greedy_reference() -> None:
-    """The model's own greedy continuation of this prompt becomes the reference."""
-    config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
+def reference_seed() -> int:
+    """The seed a sampled reference is drawn with: not the free run's, which at temperature 1 would draw
+    the very same tokens."""
+    return (settings.seed + 1) % 2**31
+
+
+def _use_sampled_reference() -> None:
+    """A continuation the model samples becomes the reference: likely text that its greedy free run still
+    parts from (its greedy continuation would be the free run itself, with no exposure bias to show)."""
+    config = DecodeConfig(strategy="sample", temperature=1.0, seed=reference_seed(),
+                          max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
     try:
         text = shared_service().decode(lm, settings.prompt, config).best.text
     except DecodeScopeError as exc:
@@ -53,7 +61,7 @@ def _use_greedy_reference() -> None:
         S["tf_reference"] = text
         _bind_reference()
     else:
-        S["tf_reference_error"] = t("teacher.greedy_empty")
+        S["tf_reference_error"] = t("teacher.sampled_empty")
 
 
 def written_for(reference: str) -> str:
@@ -95,8 +103,9 @@ if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     sync_url(tf_for=S["tf_for"])
     st.warning(t("teacher.reference_other_prompt", prompt=one_line(settings.prompt[:120])))
     b1, b2 = st.columns(2)
-    b1.button(t("teacher.use_greedy"), key="tf_use_greedy", icon="🤖", on_click=_use_greedy_reference,
-              type="primary", width="stretch", help=t("teacher.use_greedy_help", n=settings.max_new_tokens))
+    b1.button(t("teacher.use_sampled"), key="tf_use_sampled", icon="🤖", on_click=_use_sampled_reference,
+              type="primary", width="stretch",
+              help=t("teacher.use_sampled_help", n=settings.max_new_tokens, seed=reference_seed()))
     b2.button(t("teacher.keep_reference"), key="tf_keep_reference", icon="📌", on_click=_bind_reference,
               width="stretch")
     st.stop()
