@@ -114,7 +114,7 @@ def test_the_demos_draw_exposure_bias_with_a_reference_the_model_does_not_write(
         at = follow(AppTest.from_file(APP, default_timeout=900), params)
         assert not at.warning, [w.value for w in at.warning]
         reference = at.text_area(key="tf_reference").value
-        lm = ui.session._models[ui.session.model_key(model)]
+        lm = ui.session._models()[ui.session.model_key(model)]
         ref_ids = lm.tokenizer(reference, add_special_tokens=False)["input_ids"]
         own = greedy_ids(lm, params["prompt"], len(ref_ids))
         assert own != ref_ids, "the model writes this reference itself: nothing to see"
