@@ -14,7 +14,7 @@ from ui.i18n import t
 from ui.pipeline import render_escape, render_lens, render_stages
 from ui.present import shortcut, sized, stage_row
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
-from ui.session import (connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel, served_selected,
+from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
                         shared_sidebar, show_error, sync_url, url_number)
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -28,8 +28,7 @@ PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after e
 
 st.title(t("step.title"))
 row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar()
-copy_link_control()
+settings = shared_sidebar(copy_link=True)
 with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 

@@ -256,12 +256,17 @@ DEFAULT_NEW_TOKENS = 24
 LIGHT_NEW_TOKENS = 12       # pages that run several decodes open with this length: an answer in seconds on 2 cores
 
 
-def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettings:
+def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool = False) -> SharedSettings:
     """The sidebar every page shares: language, model, prompt, chat switch, seed, length.
 
-    default_new_tokens: the length a page opens with when neither the session nor the URL has one."""
+    default_new_tokens: the length a page opens with when neither the session nor the URL has one.
+    copy_link: put the "copy link" box first, where it opens downwards with the sidebar's room under it (at
+    the bottom it ran off a laptop's screen). The address it shows is the one the last run left, which is
+    this view's: opening the box runs the page again."""
     st.session_state["_errors_shown"] = set()        # a new run: messages may be shown again (keep_or_stop)
     with st.sidebar:
+        if copy_link:
+            copy_link_control()
         language_control()
         model = model_controls()
         prompt = st.text_area(t("common.prompt"), value=url_value("prompt", landing_prompt()), key="prompt", height=90)
