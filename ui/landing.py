@@ -25,5 +25,5 @@ def landing(pages: list) -> None:
                  help=t("landing.start_help"))
     st.subheader(t("landing.pages_heading"))
     for page, stem in pages:
-        st.page_link(page, label=f"{t(f'nav.{stem}')}: {t(f'landing.{stem}')}", icon=page.icon,
+        st.page_link(page, label=t("landing.item", page=t(f"nav.{stem}"), what=t(f"landing.{stem}")), icon=page.icon,
                      query_params=params)
