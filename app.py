@@ -5,6 +5,7 @@ import streamlit as st
 
 from ui import url_memory
 from ui.i18n import t
+from ui.landing import landing
 from ui.present import presentation_controls, sidebar_state
 from ui.tour import guided_tour
 
@@ -28,8 +29,11 @@ pages = [st.Page(str(HERE / "pages" / name), title=t(key), icon=icon, url_path=n
 
 
 def _start() -> None:
-    """The root address opens the first page at its own address, so every page lives at /<file stem>."""
-    st.switch_page(pages[0], query_params=st.query_params.to_dict())
+    """The root address: a landing that says what the app is, with a link to each page at its own address
+    (/<file stem>). An address at the root that carries settings (an old link) opens the first page with them."""
+    if set(st.query_params) - set(url_memory.INTERFACE_KEYS):
+        st.switch_page(pages[0], query_params=st.query_params.to_dict())
+    landing([(p, p.url_path) for p in pages])
 
 
 # Streamlit serves the default page at "/" only; a hidden start page keeps /step_by_step a real address.

@@ -174,8 +174,10 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                         hovertext=[f"+{len(kids)} {words['pruned']}: " + ", ".join(
                             f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8]) for _, _, _, kids in folded],
                         hoverinfo="text")
+    # the label runs right from the root, drawn whole: centred on it, half of it fell left of the plot, where a
+    # tree of many steps leaves almost no room (80 steps cut "prompt" to "ompt")
     fig.add_scatter(x=[0], y=[0], mode="markers+text", name=words["prompt"], text=[words["prompt"]],
-                    textposition="top center", marker=dict(symbol="square", size=12, color="#888"),
+                    textposition="top right", cliponaxis=False, marker=dict(symbol="square", size=12, color="#888"),
                     hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
 
     height = int(min(max(380, 40 * max_rows + 160), 900))

@@ -77,6 +77,7 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         x = x + [at]
         line_x.append(at)
         cumulative.append(min(total + other, 1.0))
+    _click_targets(fig, x[:len(cands)], [c.token_id for c in cands], hover)
     fig.add_scatter(x=line_x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
     if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
@@ -112,6 +113,16 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         hovermode="closest", clickmode="event+select",
     )
     return fig
+
+
+def _click_targets(fig: go.Figure, x: list, token_ids: list, hover: list) -> None:
+    """A clear bar the full height of the plot behind each candidate's column, carrying its token: a rank-3
+    bar at p = 0.01 is a few pixels tall, too small to click, but its column is not. On the right-hand axis,
+    whose bars are grouped apart, so the visible pairs keep their places; it carries the hover text too,
+    since it lies over them."""
+    fig.add_bar(x=x, y=[1.05] * len(x), yaxis="y2", width=0.8, marker_color="rgba(0,0,0,0)",
+                marker_line_width=0, customdata=token_ids, hovertext=hover, hoverinfo="text", showlegend=False,
+                name="")
 
 
 def top_and_beyond(cands: list) -> tuple:

@@ -51,6 +51,14 @@ def lane_style(i: int, count: int) -> dict:
                 marker=dict(size=5 + 2 * below, symbol=SYMBOLS[i % len(SYMBOLS)]))
 
 
+def _parts_legend(fig: go.Figure, name: str) -> None:
+    """One legend entry for the ✕ markers, in grey (each ✕ wears its lane's colour): a reader learns what the
+    marks mean, and a click on the entry hides them all (they share its legend group)."""
+    fig.add_scatter(x=[None], y=[None], mode="markers", name=html.escape(name), legendgroup="parts",
+                    marker=dict(symbol="x", size=12, color="#888", line=dict(width=2, color="#888")),
+                    hoverinfo="skip")
+
+
 def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: int | None = None,
                  texts: dict | None = None) -> go.Figure:
     """lanes: [(name, trace)]; part_steps: name -> step where the lane parts from greedy (marked ✕)."""
@@ -73,10 +81,12 @@ def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: in
                         **lane_style(i, len(lanes)))
         part = part_steps.get(name)
         if part is not None and part < len(ys):
-            fig.add_scatter(x=[xs[part]], y=[ys[part]], mode="markers", showlegend=False,
+            fig.add_scatter(x=[xs[part]], y=[ys[part]], mode="markers", showlegend=False, legendgroup="parts",
                             marker=dict(symbol="x", size=14, color=colour, line=dict(width=2, color=colour)),
                             hovertext=[f"{html.escape(name)}: {words['parts']} ({words['x']} {part + 1})"],
                             hoverinfo="text")
+    if any(trace.legendgroup == "parts" for trace in fig.data):
+        _parts_legend(fig, words["parts"])
     if highlight_step is not None:
         fig.add_vline(x=highlight_step + 1, line=dict(color="rgba(128,128,128,0.6)", dash="dot"))
     fig.update_layout(title=dict(text=words["title"], y=0.97, yref="container", yanchor="top"), height=380, margin=dict(l=60, r=30, t=95, b=50),

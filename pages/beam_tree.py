@@ -12,7 +12,7 @@ from ui.i18n import t
 from ui.present import main_chart, shortcut, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.served import served_badge, served_limits, served_trace, with_badge
-from ui.session import (LIGHT_NEW_TOKENS, connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel,
+from ui.session import (LIGHT_NEW_TOKENS, connected_server, get_lm, keep_or_stop, model_facts_panel,
                         served_selected, shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 
@@ -21,17 +21,14 @@ PLAY_SECONDS = 0.7                 # Play's timer: a step of the tree every 0.7 
 
 st.title(t("beam.title"))
 row = stage_row(t("beam.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
-copy_link_control()
+settings = shared_sidebar(LIGHT_NEW_TOKENS, copy_link=True)   # several decodes per run: open short
 with row["upload"]:
-    uploaded = trace_upload("beam_upload")
+    uploaded = trace_upload("beam_upload", refuse=lambda trace: None if trace.nodes else
+                            t("beam.upload_no_tree", strategy=trace.config.strategy))
 
 # ---- the search: an uploaded trace, a search on a server, or a search on the shared model ---------
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
-    if not uploaded.nodes:
-        st.error(t("beam.upload_no_tree", strategy=uploaded.config.strategy))
-        st.stop()
     trace = uploaded
     viewing = True
 else:

@@ -10,7 +10,7 @@ from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
-from ui.session import (LIGHT_NEW_TOKENS, copy_link_control, get_lm, keep_or_stop, model_facts_panel, show_error,
+from ui.session import (LIGHT_NEW_TOKENS, get_lm, keep_or_stop, model_facts_panel, show_error,
                         needs_weights, shared_sidebar, sync_url, url_number, url_value)
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -24,8 +24,7 @@ LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (ui/budget.py); a beam
 
 st.title(t("compare.title"))
 row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
-copy_link_control()
+settings = shared_sidebar(LIGHT_NEW_TOKENS, copy_link=True)   # several decodes per run: open short
 needs_weights()
 with row["upload"]:
     uploaded = trace_upload("cmp_upload")

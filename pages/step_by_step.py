@@ -5,6 +5,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
+from engine.config import MAX_NEW_TOKENS
 from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
@@ -13,8 +14,8 @@ from ui.i18n import t
 from ui.pipeline import render_escape, render_lens, render_stages
 from ui.present import main_chart, shortcut, stage_row
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
-from ui.session import (connected_server, copy_link_control, get_lm, keep_or_stop, model_facts_panel, served_selected,
-                        shared_sidebar, show_error)
+from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
+                        shared_sidebar, show_error, sync_url, url_number)
 from ui.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -27,8 +28,7 @@ PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after e
 
 st.title(t("step.title"))
 row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar()
-copy_link_control()
+settings = shared_sidebar(copy_link=True)
 with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
@@ -76,8 +76,11 @@ else:
         identity = (lm.name, settings.prompt)
         stepper = S.get("sbs")
         if not isinstance(stepper, Stepper) or S.get("sbs_identity") != identity:
+            arriving = not isinstance(stepper, Stepper)      # a link's step counts once: a new prompt opens on 1
             stepper = Stepper(lm, settings.prompt, config)
             S["sbs"], S["sbs_identity"] = stepper, identity
+            if arriving and url_number("step", 1, 1, MAX_NEW_TOKENS, int) > 1:
+                stepper.go(url_number("step", 1, 1, MAX_NEW_TOKENS, int) - 1)
         else:
             stepper.reconfigure(config)
         if "sbs_goto" in S:                # the loop-escape button asked to look at the loop's step again
@@ -152,6 +155,7 @@ def stepper_panel():
             st.rerun()
     if S.get("sbs_error"):
         show_error(S.pop("sbs_error"))
+    sync_url(step=stepper.cursor + 1)        # a copied address opens on the step on screen
 
     cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
@@ -162,7 +166,8 @@ def stepper_panel():
                    type="primary", disabled=stepper.finished() and stepper.cursor + 1 >= len(stepper.steps()),
                    help=t("step.next_help"), shortcut=shortcut("next"))
     cols[3].button(t("step.pause") if playing else t("step.play"), key="sbs_play", icon="⏸" if playing else "⏯",
-                   on_click=_toggle_play, width="stretch", help=t("step.play_help"), shortcut=shortcut("play"))
+                   on_click=_toggle_play, width="stretch", help=t("step.play_help", seconds=f"{PLAY_STEP_SECONDS:g}"),
+                   shortcut=shortcut("play"))
     total = len(stepper.steps())
     if total > 1:
         S["sbs_slider"] = stepper.cursor + 1

@@ -15,12 +15,9 @@ from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
 from ui.present import main_chart, sized, stage, stage_row
 from ui.served import served_teacher
-from ui.session import (DEFAULT_PROMPT, LIGHT_NEW_TOKENS, cached, connected_server, get_lm, reference_within_limit,
-                        served_selected, shared_sidebar, show_error, sync_long_text, sync_url, url_number,
-                        url_value)
-
-DEFAULT_REFERENCE = (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come for "
-                     "the Eiffel Tower, the Louvre and the food.")
+from ui.session import (DEMO_REFERENCES, LIGHT_NEW_TOKENS, cached, connected_server, demo_reference, get_lm,
+                        reference_within_limit, served_selected, shared_sidebar, show_error, sync_long_text, sync_url,
+                        url_number, url_value)
 
 st.title(t("teacher.title"))
 row = stage_row(t("teacher.intro"), settings=t("present.settings"))
@@ -44,9 +41,17 @@ def _bind_reference() -> None:
     S["tf_for"] = fingerprint(settings.prompt)
 
 
-def _use_greedy_reference() -> None:
-    """The model's own greedy continuation of this prompt becomes the reference."""
-    config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
+def reference_seed() -> int:
+    """The seed a sampled reference is drawn with: not the free run's, which at temperature 1 would draw
+    the very same tokens."""
+    return (settings.seed + 1) % 2**31
+
+
+def _use_sampled_reference() -> None:
+    """A continuation the model samples becomes the reference: likely text that its greedy free run still
+    parts from (its greedy continuation would be the free run itself, with no exposure bias to show)."""
+    config = DecodeConfig(strategy="sample", temperature=1.0, seed=reference_seed(),
+                          max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=5)
     try:
         text = shared_service().decode(lm, settings.prompt, config).best.text
     except DecodeScopeError as exc:
@@ -56,16 +61,23 @@ def _use_greedy_reference() -> None:
         S["tf_reference"] = text
         _bind_reference()
     else:
-        S["tf_reference_error"] = t("teacher.greedy_empty")
+        S["tf_reference_error"] = t("teacher.sampled_empty")
+
+
+def written_for(reference: str) -> str:
+    """The prompt a reference arriving without its stamp belongs to: a demo reference to its demo prompt,
+    any other to the prompt it arrived with (links from before references carried their prompt)."""
+    return next((p for p, r in DEMO_REFERENCES.items() if r == reference), settings.prompt)
 
 
 S = st.session_state
-saved_reference = url_value("tf_reference", DEFAULT_REFERENCE)
-if "tf_for" not in S:
-    # a link from before references carried their prompt: the default reference belongs to the default
-    # prompt, any other reference to the prompt it arrived with
-    S["tf_for"] = url_value("tf_for", fingerprint(DEFAULT_PROMPT if saved_reference == DEFAULT_REFERENCE
-                                                  else settings.prompt))
+saved_reference = url_value("tf_reference", demo_reference(settings.prompt))    # in the prompt's own language
+if "tf_for" not in S or "tf_reference" not in S:
+    # arriving on the page (the reference box is new): a stamp left from an earlier visit means nothing now;
+    # a link's stamp goes with the link's reference, and a reference without one is placed by written_for
+    given = "tf_reference" in S or "tf_reference" in st.query_params
+    stamp = st.query_params.get("tf_for") if given else None
+    S["tf_for"] = stamp or fingerprint(written_for(saved_reference))
 reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
@@ -91,8 +103,9 @@ if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     sync_url(tf_for=S["tf_for"])
     st.warning(t("teacher.reference_other_prompt", prompt=one_line(settings.prompt[:120])))
     b1, b2 = st.columns(2)
-    b1.button(t("teacher.use_greedy"), key="tf_use_greedy", icon="🤖", on_click=_use_greedy_reference,
-              type="primary", width="stretch", help=t("teacher.use_greedy_help", n=settings.max_new_tokens))
+    b1.button(t("teacher.use_sampled"), key="tf_use_sampled", icon="🤖", on_click=_use_sampled_reference,
+              type="primary", width="stretch",
+              help=t("teacher.use_sampled_help", n=settings.max_new_tokens, seed=reference_seed()))
     b2.button(t("teacher.keep_reference"), key="tf_keep_reference", icon="📌", on_click=_bind_reference,
               width="stretch")
     st.stop()

@@ -38,8 +38,11 @@ def export_bar(trace: Trace | None, fig, page: str, key: str) -> None:
                                 help=t("export.download_figure_help"))
 
 
-def trace_upload(key: str, container=None) -> Trace | None:
-    """A file picker for a trace; returns the Trace, or None (after a clear message if the file is bad)."""
+def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
+    """A file picker for a trace; returns the Trace, or None (after a clear message if the file is bad).
+
+    refuse: trace -> a message, or None; a trace this page cannot show gets only that message, and the
+    page stops (a success beside an error left the reader unsure whether the file had been opened)."""
     box = container or st
     uploaded = box.file_uploader(t("export.upload_trace"), type=["json"], key=key, help=t("export.upload_trace_help"))
     if uploaded is None:
@@ -49,5 +52,9 @@ def trace_upload(key: str, container=None) -> Trace | None:
     except TraceFormatError as exc:
         box.error(t("export.bad_trace", name=for_markdown(uploaded.name), error=for_markdown(str(exc))))
         return None
+    problem = refuse(trace) if refuse is not None else None
+    if problem:
+        box.error(problem)
+        st.stop()
     box.success(t("export.showing_upload", name=for_markdown(uploaded.name), model=for_markdown(trace.model)))
     return trace

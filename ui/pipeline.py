@@ -67,11 +67,14 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
 
 
 def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
-    """The logit lens over the steps so far, on demand (it costs a forward pass and a projection per layer)."""
+    """The logit lens over the steps so far, on demand (it costs a forward pass and a projection per layer).
+    A served model's trace gets no panel: the server reports no layers, so there is nothing to offer."""
+    if served_facts(trace):
+        return
     with st.expander(t("pipeline.lens_title"), icon="🔭"):
         st.caption(t("pipeline.lens_intro"))
         if lm is None:
-            st.info(t("served.cannot") if served_facts(trace) else t("pipeline.lens_needs_model"))
+            st.info(t("pipeline.lens_needs_model"))
             return
         if not st.toggle(t("pipeline.lens_toggle"), key=f"{key}_on", help=t("pipeline.lens_toggle_help")):
             return

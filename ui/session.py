@@ -75,7 +75,15 @@ def model_key(name: str) -> str:
     return _bundled_or(name)
 
 
+DEFAULT_PROMPT = "The capital of France is"
 ZH_DEMO_PROMPT = "中国的首都是"
+# Each demo prompt's teacher-forcing reference, in its own language, written by hand so that it parts from
+# what the bundled model writes greedily: a reference the model reproduces shows no exposure bias at all.
+DEMO_REFERENCES = {
+    DEFAULT_PROMPT: (" Paris. It is the largest city in the country and sits on the river Seine. Visitors come "
+                     "for the Eiffel Tower, the Louvre and the food."),
+    ZH_DEMO_PROMPT: "北京。这座古城已有三千多年的历史，秋天是游览故宫和长城最好的季节。",
+}
 
 
 def demo_language_settings() -> dict:
@@ -87,6 +95,24 @@ def demo_language_settings() -> dict:
     if language() == "zh" and offers(GEMMA3.key):
         return {"prompt": ZH_DEMO_PROMPT, "model": GEMMA3.key}
     return {}
+
+
+def landing_prompt() -> str:
+    """The prompt a page opens with when neither the session nor the link names one: the demo prompt
+    of the reader's language (a Chinese reader is not greeted with an English sentence)."""
+    return demo_language_settings().get("prompt", DEFAULT_PROMPT)
+
+
+def landing_model() -> str:
+    """What the Model box holds when neither the session nor the link names a model: empty (the bundled
+    SmolLM2), or for a Chinese reader the bundled model that writes Chinese, where this server offers it."""
+    return demo_language_settings().get("model", "")
+
+
+def demo_reference(prompt: str) -> str:
+    """The teacher-forcing reference a page opens with: the prompt's own when it is a demo prompt, else the
+    one written for the landing prompt (the page then asks before scoring it after another prompt)."""
+    return DEMO_REFERENCES.get(prompt) or DEMO_REFERENCES[landing_prompt()]
 
 
 def offers(name: str) -> bool:
@@ -226,23 +252,24 @@ class SharedSettings:
     lang: str
 
 
-DEFAULT_PROMPT = "The capital of France is"
-
-
 DEFAULT_NEW_TOKENS = 24
 LIGHT_NEW_TOKENS = 12       # pages that run several decodes open with this length: an answer in seconds on 2 cores
 
 
-def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettings:
+def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool = False) -> SharedSettings:
     """The sidebar every page shares: language, model, prompt, chat switch, seed, length.
 
-    default_new_tokens: the length a page opens with when neither the session nor the URL has one."""
+    default_new_tokens: the length a page opens with when neither the session nor the URL has one.
+    copy_link: put the "copy link" box first, where it opens downwards with the sidebar's room under it (at
+    the bottom it ran off a laptop's screen). The address it shows is the one the last run left, which is
+    this view's: opening the box runs the page again."""
     st.session_state["_errors_shown"] = set()        # a new run: messages may be shown again (keep_or_stop)
     with st.sidebar:
-        st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
-                     index=list(LANGUAGES).index(language()))
+        if copy_link:
+            copy_link_control()
+        language_control()
         model = model_controls()
-        prompt = st.text_area(t("common.prompt"), value=url_value("prompt", DEFAULT_PROMPT), key="prompt", height=90)
+        prompt = st.text_area(t("common.prompt"), value=url_value("prompt", landing_prompt()), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
                                value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
@@ -255,6 +282,12 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS) -> SharedSettin
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
     sync_long_text("prompt", prompt)   # a pasted book does not belong in an address bar or a share link
     return settings
+
+
+def language_control() -> str:
+    """The interface language, first in the sidebar of every page (the landing has nothing else there)."""
+    return st.selectbox(t("common.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+                        index=list(LANGUAGES).index(language()))
 
 
 MODEL_CHOICES = (*BUNDLED, "other", SERVED)   # the bundled models by their short names, any other, a server's
@@ -290,7 +323,7 @@ def model_controls() -> str:
     """The model choice (each bundled model named for what it is, another, or a served model), the Model
     box, and the device and precision it runs in; or, for a served model, the server's address and a
     Connect button. Returns what the Model box holds."""
-    model_now = url_value("model", "")
+    model_now = url_value("model", landing_model())
     choices = MODEL_CHOICES if offers_served() else tuple(c for c in MODEL_CHOICES if c != SERVED)
     st.session_state["model_choice"] = _choice_of(model_now)
     labels = {c: t(f"common.model_choice_{c.replace('-', '_')}") for c in choices}   # in this run's language
@@ -304,7 +337,7 @@ def model_controls() -> str:
     for key in ("server", "served_model"):      # a copied link names a server only while one is chosen
         st.query_params.pop(key, None)
     model = st.text_input(t("common.model"), value=model_now, key="model",
-                          placeholder=DEFAULT_MODEL, help=t("common.model_help"))
+                          placeholder=_empty_box_means(), help=t("common.model_help"))
     devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
     with st.expander(t("common.placement")):
         device = st.selectbox(t("common.device"), devices, key="device", help=t("common.device_help"),
@@ -313,6 +346,12 @@ def model_controls() -> str:
                              index=DTYPES.index(url_value("dtype", "auto")) if url_value("dtype", "auto") in DTYPES else 0)
     sync_url(device=device, dtype=dtype)
     return model
+
+
+def _empty_box_means() -> str:
+    """The Model box's placeholder: the model an empty box loads, named in the reader's language."""
+    name = model_key("")
+    return t("common.model_placeholder") if name == DEFAULT_MODEL else name
 
 
 CONNECT_TIMEOUT_S = 15       # the model list is a small answer; a silent address is given up on sooner
@@ -492,7 +531,9 @@ def share_link() -> str:
 
 def copy_link_control() -> None:
     """A "copy link" box in the sidebar: the code block has Streamlit's copy button."""
-    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch"):
+    # opening it runs the page again: the link is built then, with what a part of the page changed on its own
+    # (Step by step's Next moves the step without running the sidebar)
+    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch", key="copy_link", on_change="rerun"):
         st.caption(t("common.copy_link_help"))
         prompt = st.session_state.get("prompt") or ""
         if url_bytes(prompt) > URL_PROMPT_LIMIT:

@@ -72,14 +72,14 @@ def _tour_box() -> None:
         st.markdown(f"**{t('tour.heading', step=index + 1, total=len(STEPS))} · {t(f'tour.{name}_title')}**")
         st.markdown(t(f"tour.{name}_body"))
         cols = st.columns([1, 1, 2, 1], vertical_alignment="center")
-        cols[0].button(t("tour.back"), key="tour_back", icon="◀", on_click=_move, args=(-1,), disabled=index == 0,
-                       width="stretch")
+        # the tour's own buttons are plain and named for tips: the one red "▶ Next" on a page is the decoder's
+        cols[0].button(t("tour.back"), key="tour_back", icon=":material/arrow_back:", on_click=_move, args=(-1,),
+                       disabled=index == 0, width="stretch")
         if index < len(STEPS) - 1:
-            cols[1].button(t("tour.next"), key="tour_next", icon="▶", on_click=_move, args=(1,), type="primary",
-                           width="stretch")
+            cols[1].button(t("tour.next"), key="tour_next", icon=":material/arrow_forward:", on_click=_move,
+                           args=(1,), width="stretch")
         else:
-            cols[1].button(t("tour.finish"), key="tour_finish", icon="✅", on_click=_close, type="primary",
-                           width="stretch")
+            cols[1].button(t("tour.finish"), key="tour_finish", icon="✅", on_click=_close, width="stretch")
         if (PAGES / f"{page}.py").is_file():
             cols[2].page_link(f"pages/{page}.py", label=t("tour.open", page=t(f"nav.{page}")), icon="👉",
                               query_params=tour_link_params(settings))

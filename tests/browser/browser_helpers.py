@@ -256,7 +256,7 @@ def screenshot(page, name: str) -> Path:
 
 
 def sidebar_text_area(page):
-    return page.locator('[data-testid="stSidebar"] [data-testid="stTextArea"] textarea').first
+    return page.locator('[data-testid="stSidebar"] .st-key-prompt textarea').first
 
 
 def set_prompt(page, text: str) -> None:

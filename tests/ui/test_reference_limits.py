@@ -1,7 +1,7 @@
 """The Teacher forcing page's reference is bounded like the prompt: a reference over the byte or token
 limit is refused before any forward pass (a hook on the loaded model counts them), the results on
 screen stay, and a reference too long for a link stays out of the address. A message from a failed
-greedy reference is shown literally.
+sampled reference is shown literally.
 
 Pages run on the tiny random Llama (saved to a folder); its context is 256 tokens, so the limits are
 lowered in the tests where a reference under the context must still be refused by them.
@@ -128,8 +128,8 @@ def test_the_token_limit_is_what_one_decode_may_make(tiny_llama_folder, passes):
     assert emoji not in passes["references"]
 
 
-def test_a_failed_greedy_reference_naming_a_markdown_model_is_shown_literally(tiny_llama_folder, monkeypatch):
-    """The reference belongs to another prompt; "use the greedy continuation" fails with a message that
+def test_a_failed_sampled_reference_naming_a_markdown_model_is_shown_literally(tiny_llama_folder, monkeypatch):
+    """The reference belongs to another prompt; "use a sampled continuation" fails with a message that
     names the model: its brackets and '!' stay text, never a link or an image."""
     from engine import DecodeScopeError
     from engine.service import shared_service
@@ -143,7 +143,7 @@ def test_a_failed_greedy_reference_naming_a_markdown_model_is_shown_literally(ti
         raise DecodeScopeError(f"model {MARKDOWN_NAME}: could not decode")
 
     monkeypatch.setattr(service, "decode", fail)
-    at.button(key="tf_use_greedy").click().run()
+    at.button(key="tf_use_sampled").click().run()
     assert not at.exception, at.exception
     messages = [e.value for e in at.error]
     assert len(messages) == 1, messages

@@ -1,0 +1,102 @@
+"""Small things a user trips on, in AppTest: Play's tooltip names its real pace, a served trace is offered no
+logit lens, a sample trace uploaded on Beam tree gets one clear message, a copied link keeps the step.
+
+Pages run on the tiny random Llama (typed into the Model box) or on a stand-in server.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = "The capital of France is"
+# one answer for every completion: two tokens, each with its top-3
+COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
+    "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
+    "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
+
+
+def texts(section: str, lang: str = "en") -> dict:
+    return json.loads((ROOT / "assets" / "texts" / lang / f"{section}.json").read_text(encoding="utf-8"))
+
+
+def app(page: str, *, params: dict | None = None, state: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    for key, value in (params or {}).items():
+        at.query_params[key] = str(value)
+    for key, value in {"prompt": PROMPT, "max_new_tokens": 4, **(state or {})}.items():
+        at.session_state[key] = value
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+# ---- Play's tooltip ----------------------------------------------------------------------------
+@pytest.mark.parametrize("lang, pace", [("en", "0.2 s"), ("zh", "0.2 秒")])
+def test_plays_tooltip_names_a_fifth_of_a_second(tiny_llama_folder, lang, pace):
+    _, folder = tiny_llama_folder
+    at = app("step_by_step", params={"lang": lang}, state={"model": folder})
+    tip = at.button(key="sbs_play").proto.help
+    assert pace in tip, tip
+    assert "half" not in tip and "半秒" not in tip
+
+
+# ---- no logit lens for a served model ----------------------------------------------------------------
+def test_a_served_trace_is_offered_no_logit_lens(stub_server, tiny_llama_folder):
+    url = stub_server(COMPLETION)
+    at = app("step_by_step", params={"server": url})
+    if at.sidebar.selectbox(key="model_choice").value != "served":
+        at.sidebar.selectbox(key="model_choice").set_value("served").run()
+    at.sidebar.text_input(key="server").set_value(url).run()
+    at.sidebar.button(key="served_connect").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["sbs_served"].steps, "the served decode is on screen"
+    labels = [e.proto.label for e in at.expander]
+    assert texts("pipeline")["lens_title"] not in labels, labels
+    assert texts("pipeline")["stages_title"] in labels          # the panels that apply stay
+
+
+def test_a_local_decode_still_offers_the_logit_lens(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = app("step_by_step", state={"model": folder})
+    assert texts("pipeline")["lens_title"] in [e.proto.label for e in at.expander]
+
+
+# ---- a sample trace on Beam tree -----------------------------------------------------------------
+def test_a_sample_trace_on_beam_tree_gets_only_the_error(tiny_llama_folder):
+    from engine import DecodeConfig, decode
+
+    lm, folder = tiny_llama_folder
+    trace = decode(lm, PROMPT, DecodeConfig(strategy="sample", max_new_tokens=3, seed=1))
+    at = app("beam_tree", state={"model": folder, "num_beams": 2})
+    at.file_uploader(key="beam_upload").set_value(("sampled.json", trace.to_json().encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    expected = texts("beam")["upload_no_tree"].format(strategy="sample")
+    assert [e.value for e in at.error] == [expected]
+    assert not at.success, [s.value for s in at.success]
+
+
+# ---- the step travels in the address ---------------------------------------------------------------
+def test_the_address_carries_the_step_on_screen(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = app("step_by_step", state={"model": folder})
+    assert at.query_params.get("step") in (None, "1")
+    at.button(key="sbs_next").click().run()
+    at.button(key="sbs_next").click().run()
+    assert at.query_params["step"] == "3"
+    at.run()                       # opening the copy-link box runs the page again (its on_change), as here
+    share = [c.value for c in at.sidebar.code]
+    assert share and re.search(r"[?&]step=3(&|$)", share[0]), share
+
+
+def test_a_link_with_a_step_opens_on_it(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = app("step_by_step", params={"step": 3}, state={"model": folder})
+    assert at.session_state["sbs"].cursor == 2                      # step 3 is the third token, index 2
+    assert at.slider(key="sbs_slider").value == 3
