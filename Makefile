@@ -66,9 +66,10 @@ test: setup-test served browser models
 	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 $(ARGS)
 
 # The inner loop: every test that needs neither a browser, a llama.cpp server nor a bundled model (tests/tiers.py
-# says how tests are sorted), then the linter. `make check ARGS=--lf` reruns only what failed last time.
+# says how tests are sorted; properties draw a sixth of their examples), on both cores, then the linter. `make check ARGS=--lf` reruns only what failed last time.
 check: setup-test
-	$(PY) -m pytest -q -m "not browser and not served and not bundled" --durations=10 $(ARGS)
+	DECODESCOPE_TESTS=check $(PY) -m pytest -q -n 2 -m "not browser and not served and not bundled" --durations=10 $(ARGS)
+	$(PY) -m ruff check .
 
 bench: setup-test
 	$(PY) -m bench.bench_engine

@@ -27,7 +27,7 @@ from urllib.parse import urlencode
 
 import torch
 
-from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, click_key, new_context, open_page,
+from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, new_context, open_page,
                                            running_server, wait_idle)
 
 CHART = '[class*="st-key-{key}"] .js-plotly-plot'

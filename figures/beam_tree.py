@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import numpy as np
 import plotly.graph_objects as go
 

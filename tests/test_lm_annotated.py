@@ -6,7 +6,6 @@ fails here rather than in a reader's head.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tiny_models import ROOT
 

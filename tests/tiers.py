@@ -16,7 +16,11 @@ fast tier can never quietly grow a bundled-model load.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
+
+QUICK = os.environ.get("DECODESCOPE_TESTS") == "check"     # `make check` sets it
 
 TIERS = {
     "tiny": "tiny random models only, in this process (the fast tier's core)",
@@ -28,6 +32,12 @@ TIERS = {
     "browser": "drives the real app in headless Chromium",
 }
 SLOW = ("browser", "served", "bundled")
+
+
+def examples(full: int) -> int:
+    """A property's number of examples: all of them in `make test`, a sixth (at least 10) in `make check`,
+    which the full run then covers again."""
+    return max(full // 6, 10) if QUICK else full
 
 
 def register(config) -> None:

@@ -16,7 +16,6 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -5,7 +5,6 @@ Expected values come from the engine run in this test process on the same bundle
 """
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import urlencode
 

@@ -21,6 +21,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from engine import DecodeConfig
 from engine.shaping import build_processors, shape
@@ -29,7 +30,7 @@ from engine.trace import (Candidate, FeedBack, KVStep, Neighbour, Node, Sequence
 TOP_P_TOL = 1e-4      # absolute, on cumulative mass (float32 cumsum over <= 48 tokens)
 MIN_P_TOL = 1e-4      # relative, on the probability ratio p_i / p_max
 
-PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Scores: a mix of free floats and a few fixed values, so ties are common.
 score_value = st.one_of(
@@ -292,7 +293,7 @@ def traces(draw):
                  forced=draw(st.dictionaries(st.integers(0, config.max_new_tokens - 1), ident, max_size=3)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(trace=traces(), indent=st.sampled_from([None, 2]), as_bytes=st.booleans())
 def test_trace_json_round_trips_for_arbitrary_token_texts(trace, indent, as_bytes):
     text = trace.to_json(indent=indent)

@@ -13,6 +13,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 import hostile_traces
 from engine import DecodeConfig, Trace, TraceFormatError, decode
@@ -93,7 +94,7 @@ def render_everything(trace: Trace) -> None:
     Trace.from_json(trace.to_json())            # the download button's file reads back
 
 
-PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+PROPS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
 
 

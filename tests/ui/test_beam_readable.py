@@ -4,7 +4,6 @@ from __future__ import annotations
 import html
 import math
 import re
-import time
 from pathlib import Path
 
 import torch

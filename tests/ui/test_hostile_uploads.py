@@ -123,6 +123,7 @@ def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, pag
 # ---- property: damaged real traces on the pages themselves ------------------------------------
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from tiers import examples  # noqa: E402
 
 from engine import Trace, TraceFormatError  # noqa: E402
 
@@ -148,7 +149,7 @@ def test_damaged_traces_are_refused_with_a_message_or_shown(tiny_llama_folder, p
     at = open_page(folder, page)
     live = on_screen(at)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
     @given(data=damaged(bases))
     def check(data):
         payload = json.dumps(data).encode()

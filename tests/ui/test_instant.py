@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from streamlit.testing.v1 import AppTest
 
-from engine import DecodeConfig, decode
+from engine import decode
 from engine.service import shared_service
 
 ROOT = Path(__file__).resolve().parents[2]

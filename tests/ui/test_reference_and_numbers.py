@@ -6,7 +6,6 @@ numbers are worked out here with plain forward passes, not read from the page's 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import torch
