@@ -30,6 +30,12 @@ NEG = -1.0e9   # transformers' "never choose this" score
 
 
 # ---- the algorithm, as pure helpers ---------------------------------------------------
+def beam_score(cum_logprob, length, length_penalty: float):
+    """A hypothesis' length-normalised score, as transformers computes it: cum_logprob / length ** length_penalty,
+    length counting generated tokens only. The one place the formula is written (floats or tensors)."""
+    return cum_logprob / (length ** length_penalty)
+
+
 def top_k_continuations(accumulated: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """accumulated: [B, V] running score + step log-prob of every continuation.
     Returns (scores [k], beam [k], token [k]): the k best over all beams, best first."""
@@ -61,7 +67,7 @@ def update_finished_beams(done_scores: torch.Tensor, done_flags: torch.Tensor, t
     just_done [K])."""
     B, K = done_scores.shape[0], top_scores.shape[0]
     just_done = reached_stop & (torch.arange(K) < B)
-    candidates = top_scores / (length ** length_penalty)
+    candidates = beam_score(top_scores, length, length_penalty)
     candidates = candidates + float(bool(done_flags.all()) and early_stopping is True) * NEG
     candidates = candidates + float(not can_improve) * NEG
     candidates = candidates + (~just_done).to(torch.float32) * NEG
@@ -80,7 +86,7 @@ def early_stop_heuristic(can_improve: bool, running_scores: torch.Tensor, done_s
         best_len = max_length - prompt_len
     else:
         best_len = cur_len - prompt_len
-    best_possible = float(running_scores[0]) / (best_len ** length_penalty)
+    best_possible = beam_score(float(running_scores[0]), best_len, length_penalty)
     worst_done = torch.where(done_flags, done_scores.min(), torch.tensor(NEG))
     return can_improve and bool((best_possible > worst_done).any())
 
@@ -211,7 +217,7 @@ class BeamSearch(Runner):
             node = Node(id=len(self.nodes), parent=self.running_nodes[beam], step=t, token_id=token,
                         text=lm.token_texts[token], logprob=float(step_logprobs[beam, token]),
                         cum_logprob=float(top_scores[pos]),
-                        score=float(top_scores[pos]) / (length ** cfg.length_penalty), length=length,
+                        score=beam_score(float(top_scores[pos]), length, cfg.length_penalty), length=length,
                         status=status, beam=beam, rank=pos + 1)
             self.nodes.append(node)
             ids.append(node.id)
@@ -223,7 +229,7 @@ class BeamSearch(Runner):
         for slot in range(cfg.num_return_sequences):
             if self.done[slot] is None:      # a partial run: show the running beams instead
                 ids, cum, node = self.running[slot], float(self.running_scores[slot]), self.running_nodes[slot]
-                score = cum / max(len(ids), 1) ** cfg.length_penalty
+                score = beam_score(cum, max(len(ids), 1), cfg.length_penalty)
             else:
                 ids, cum, node = self.done[slot]
                 score = float(self.done_scores[slot])

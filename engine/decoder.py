@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .beam import beam_score
 from .config import FEEDBACK_STRATEGIES, DecodeConfig
 from .errors import ConfigError
 from .model import LoadedModel
@@ -174,7 +175,7 @@ class Decoder(Runner):
     def _sequences(self) -> list[Sequence]:
         ids, cum = list(self.generated), sum(self.logprobs)
         return [Sequence(token_ids=ids, text=self.lm.tokenizer.decode(ids, skip_special_tokens=True),
-                         cum_logprob=cum, score=cum / max(len(ids), 1) ** self.config.length_penalty)]
+                         cum_logprob=cum, score=beam_score(cum, max(len(ids), 1), self.config.length_penalty))]
 
     def _forced(self) -> dict:
         return dict(self.forced)

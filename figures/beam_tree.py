@@ -13,7 +13,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from .beam_rerank import score
+from engine.beam import beam_score
+
 from .labels import for_plotly
 
 BEST = "#e45756"
@@ -140,7 +141,7 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         cmin -= 1.0
 
     def hover(n) -> str:
-        s = score(n.cum_logprob, n.length, lp)
+        s = beam_score(n.cum_logprob, n.length, lp)
         return (f"<b>{for_plotly(n.text)}</b><br>{words['step']} {n.step + 1} · {words['status']}: {words.get(n.status, n.status)}"
                 f"<br>{words['logprob']}: {_fmt(n.logprob)}<br>{words['cum']}: {_fmt(n.cum_logprob)}"
                 f"<br>{words['score']} = cum / length^lp = {_fmt(n.cum_logprob)} / {n.length}^{lp:g} = {_fmt(s)}"

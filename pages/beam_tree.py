@@ -3,10 +3,10 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from figures.beam_rerank import MARK, marked_text, parting, rerank
+from engine.rerank import MARK, marked_text, parting, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import for_markdown, visible, wrappable
-from ui.budget import step_budget, tokens_within_budget
+from engine.budget import step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import main_chart, shortcut, stage, stage_row

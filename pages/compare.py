@@ -5,7 +5,7 @@ from engine import DecodeScopeError
 from engine.tokens import first_difference
 from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
-from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
+from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
@@ -19,7 +19,7 @@ from ui.what_happened import flagged_steps, render_what_happened
 S = st.session_state
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
 DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
-LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (ui/budget.py); a beam lane: its number of beams
+LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (engine/budget.py); a beam lane: its number of beams
 
 
 st.title(t("compare.title"))

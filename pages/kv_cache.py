@@ -7,7 +7,7 @@ from engine.kv import BLOCK_SIZE
 from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
-from ui.budget import SOFT_WIDTH, step_budget, tokens_within_budget
+from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
 from ui.present import main_chart, sized, stage, stage_row
 from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value

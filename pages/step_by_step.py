@@ -16,7 +16,7 @@ from ui.present import main_chart, shortcut, stage_row
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
                         shared_sidebar, show_error, sync_url, url_number)
-from ui.stepper import Stepper
+from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened

@@ -22,7 +22,7 @@ from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
-from ui.stepper import OPENINGS
+from engine.stepper import OPENINGS
 
 _load_lock = threading.Lock()
 

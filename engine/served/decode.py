@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from ..beam import (NEG, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
+from ..beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
                    top_k_continuations, update_finished_beams)
 from ..config import FEEDBACK_STRATEGIES, DecodeConfig
 from ..runner import versions
@@ -200,7 +200,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
             nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
                               logprob=float(top_scores[pos]) - float(running_scores[b]),
                               cum_logprob=float(top_scores[pos]),
-                              score=float(top_scores[pos]) / (length ** config.length_penalty), length=length,
+                              score=beam_score(float(top_scores[pos]), length, config.length_penalty), length=length,
                               status=status, beam=b, rank=pos + 1))
             node_ids.append(nodes[-1].id)
         continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
@@ -229,7 +229,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
     for slot in range(config.num_return_sequences):
         if done[slot] is None:
             pieces, cum, node = running[slot], float(running_scores[slot]), running_nodes[slot]
-            score = cum / max(len(pieces), 1) ** config.length_penalty
+            score = beam_score(cum, max(len(pieces), 1), config.length_penalty)
         else:
             pieces, cum, node = done[slot]
             score = float(done_scores[slot])

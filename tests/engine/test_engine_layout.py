@@ -138,3 +138,7 @@ def test_the_engine_is_laid_out_by_family():
         assert (ENGINE / family / f"{module}.py").is_file(), f"engine/{family}/{module}.py"
     flat = {p.stem for p in ENGINE.glob("*.py")}
     assert not {name for name in flat if name.startswith(("served", "trace", "model"))}
+    # state and arithmetic without Streamlit or Plotly live in the engine, not in ui/ or figures/
+    assert {"stepper", "budget", "rerank"} <= flat
+    assert not [p for p in (ROOT / "ui").glob("*.py") if p.stem in ("stepper", "budget")]
+    assert not (ROOT / "figures" / "beam_rerank.py").exists()

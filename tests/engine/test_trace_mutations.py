@@ -18,14 +18,14 @@ from tiers import examples
 import hostile_traces
 from engine import DecodeConfig, Trace, TraceFormatError, decode
 from engine.explain import findings_of, timeline
-from figures.beam_rerank import rerank
+from engine.rerank import rerank
 from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
 from engine.tokens import first_difference
 from figures.compare import lanes_figure, token_ids, token_logprobs
 from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step
 from figures.stages import stages_figure
-from ui.stepper import Stepper
+from engine.stepper import Stepper
 from ui.token_view import token_html, tokens_of
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from engine import Candidate, DecodeConfig, Node, Sequence, Step, Trace
-from figures.beam_rerank import rerank
+from engine.rerank import rerank
 from figures.beam_tree import beam_tree_figure, best_path
 from figures.candidates import CUT, candidates_figure
 from figures.compare import lanes_figure

@@ -7,7 +7,7 @@ import time
 
 from engine import DecodeConfig
 from engine.decoder import Decoder
-from ui.stepper import Stepper
+from engine.stepper import Stepper
 
 
 def test_overlapping_reconfigures_leave_a_consistent_stepper(llama, monkeypatch):

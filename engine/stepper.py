@@ -25,9 +25,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from engine import DecodeConfig, LoadedModel, Trace, make_runner
-from engine.decoder import Decoder
-from engine.runner import Runner
+from .config import DecodeConfig
+from .decoder import Decoder
+from .model import LoadedModel
+from .runner import Runner
+from .strategies import make_runner
+from .trace import Trace
 
 OPENINGS_MAX_BYTES = 64 * 2**20     # KV cache kept for first steps, all prompts together
 

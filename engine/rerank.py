@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .beam import beam_score
+
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -45,11 +47,6 @@ class Rerank:
         return self.set_changed or self.stop_changed
 
 
-def score(cum_logprob: float, length: int, length_penalty: float) -> float:
-    """Length-normalised beam score, as transformers computes it (length = generated tokens)."""
-    return cum_logprob / (length ** length_penalty)
-
-
 def hypotheses_nodes(trace) -> list:
     """Nodes that were hypotheses: finished, or pruned within the first num_beams continuations."""
     beams = trace.config.num_beams
@@ -72,14 +69,14 @@ def _replay(trace, length_penalty: float):
         full = len(done) >= beams
         if can_improve and not (trace.config.early_stopping and full):
             for node in by_step.get(t, []):
-                done.append((score(node.cum_logprob, node.length, length_penalty), node.id))
+                done.append((beam_score(node.cum_logprob, node.length, length_penalty), node.id))
             done.sort(key=lambda item: -item[0])
             done = done[:beams]
         step_nodes = nodes_at.get(t, [])
         kept = [n for n in step_nodes if n.status == "kept"]
         if kept and len(done) >= beams:
             best = min(kept, key=lambda n: n.rank)      # the best running beam
-            best_possible = score(best.cum_logprob, best.length, length_penalty)
+            best_possible = beam_score(best.cum_logprob, best.length, length_penalty)
             if not best_possible > min(s for s, _ in done):
                 can_improve = False
         all_hit = not kept
@@ -104,7 +101,7 @@ def rerank(trace, length_penalty: float) -> Rerank:
         if node.step > recorded_stop:
             continue
         hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id), length=node.length,
-                               cum_logprob=node.cum_logprob, score=score(node.cum_logprob, node.length, length_penalty),
+                               cum_logprob=node.cum_logprob, score=beam_score(node.cum_logprob, node.length, length_penalty),
                                in_set=node.id in new_set, recorded_in_set=node.id in recorded_set))
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))
     return Rerank(length_penalty=length_penalty, hypotheses=hyps, stop_step=new_stop, recorded_stop_step=recorded_stop,
