@@ -106,11 +106,15 @@ def main() -> None:
     soft = [step_seconds(lm, "soft") for _ in range(args.rounds)]
     greedy = [step_seconds(lm, "greedy") for _ in range(args.rounds)]
     soft_s, greedy_s = statistics.median(soft), statistics.median(greedy)
-    print(f"greedy decode (top-20 recorded): {ours:6.1f} tok/s   generate: {ref:6.1f} tok/s   ratio {ours / ref:.2f} (goal >= 1.0)")
-    print(f"beam-4 decode (tree recorded):   {ours_b:6.1f} tok/s   generate: {ref_b:6.1f} tok/s   ratio {ours_b / ref_b:.2f} (goal >= 1.0)")
-    print(f"soft step {soft_s * 1000:.1f} ms   greedy step {greedy_s * 1000:.1f} ms   ratio {soft_s / greedy_s:.2f} (goal <= 1.2)")
+    print(f"greedy decode (top-20 recorded): {ours:6.1f} tok/s   generate: {ref:6.1f} tok/s   "
+          f"ratio {ours / ref:.2f} (goal >= 1.0)")
+    print(f"beam-4 decode (tree recorded):   {ours_b:6.1f} tok/s   generate: {ref_b:6.1f} tok/s   "
+          f"ratio {ours_b / ref_b:.2f} (goal >= 1.0)")
+    print(f"soft step {soft_s * 1000:.1f} ms   greedy step {greedy_s * 1000:.1f} ms   "
+          f"ratio {soft_s / greedy_s:.2f} (goal <= 1.2)")
     mem = run_child("--child-memory")
-    print(f"peak memory: after load {mem['after_load_mb']:.0f} MB, after 64-token beam-4 decode {mem['after_beam_mb']:.0f} MB (goal < 1536 MB)")
+    print(f"peak memory: after load {mem['after_load_mb']:.0f} MB, "
+          f"after 64-token beam-4 decode {mem['after_beam_mb']:.0f} MB (goal < 1536 MB)")
     if not args.skip_first_load:
         with tempfile.TemporaryDirectory() as tmp:
             first = run_child("--child-first-load", env=dict(os.environ, DECODESCOPE_CACHE=tmp))["first_load_s"]

@@ -66,7 +66,8 @@ def main() -> None:
     print(f"one greedy lane x {n}: {one_s:.2f} s  ({load()})")
     print(f"Compare, {len(configs)} lanes x {n}, one batch:  {batched_s:.2f} s   ratio {batched_s / one_s:.2f} "
           f"(goal <= 2.5)  ({load()})")
-    print(f"Compare, {len(configs)} lanes x {n}, one by one: {serial_s:.2f} s   ratio {serial_s / one_s:.2f}  ({load()})")
+    print(f"Compare, {len(configs)} lanes x {n}, one by one: {serial_s:.2f} s   "
+          f"ratio {serial_s / one_s:.2f}  ({load()})")
 
     beam = DecodeConfig(strategy="beam", num_beams=4, max_new_tokens=n)
     ids = torch.tensor([lm.tokenizer(PROMPT)["input_ids"]])
@@ -93,9 +94,9 @@ def main() -> None:
             parent.step()
         at = n // 2
         other = parent.steps[at].candidates[1].token_id
-        fork.append(timed(lambda: parent.fork(at, other).step())[0])
+        fork.append(timed(lambda parent=parent, at=at, other=other: parent.fork(at, other).step())[0])
         fresh = Decoder(lm, PROMPT, greedy, forced={at: other})
-        replay.append(timed(lambda: [fresh.step() for _ in range(at + 1)])[0])
+        replay.append(timed(lambda fresh=fresh, at=at: [fresh.step() for _ in range(at + 1)])[0])
         step_cost.append(statistics.median(s.seconds for s in parent.steps[1:]))
     step_s = statistics.median(step_cost)
     print(f"branch at step {n // 2 + 1}: forked {statistics.median(fork) * 1000:.0f} ms, replayed "

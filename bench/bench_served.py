@@ -38,8 +38,12 @@ def say(figure: str) -> None:
 def median_pair(rounds: int, ours, reference) -> tuple[float, float]:
     a, b = [], []
     for _ in range(rounds):
-        t = time.perf_counter(); ours(); a.append(time.perf_counter() - t)
-        t = time.perf_counter(); reference(); b.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ours()
+        a.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        reference()
+        b.append(time.perf_counter() - t)
     return statistics.median(a), statistics.median(b)
 
 
@@ -72,18 +76,18 @@ def main() -> None:
         server = Server.connect(url)
         served_step = lambda: server.complete(PROMPT, max_tokens=1, logprobs=20)   # noqa: E731
         served_step()                                                              # warm the prompt cache
-        s, l = median_pair(args.rounds, served_step, local_step)
-        say(f"one step: served {s * 1e3:.1f} ms, local forward {l * 1e3:.1f} ms, ratio {s / l:.2f}")
+        s, local = median_pair(args.rounds, served_step, local_step)
+        say(f"one step: served {s * 1e3:.1f} ms, local forward {local * 1e3:.1f} ms, ratio {s / local:.2f}")
 
         greedy = DecodeConfig(max_new_tokens=args.tokens)
-        s, l = median_pair(max(args.rounds // 3, 1), lambda: served_decode(server, PROMPT, greedy),
-                           lambda: decode(lm, PROMPT, greedy))
-        say(f"greedy x {args.tokens}: served {s:.2f} s, local {l:.2f} s, ratio {s / l:.2f}")
+        s, local = median_pair(max(args.rounds // 3, 1), lambda: served_decode(server, PROMPT, greedy),
+                               lambda: decode(lm, PROMPT, greedy))
+        say(f"greedy x {args.tokens}: served {s:.2f} s, local {local:.2f} s, ratio {s / local:.2f}")
 
         beam = DecodeConfig(strategy="beam", num_beams=4, max_new_tokens=8)
-        s, l = median_pair(max(args.rounds // 5, 1), lambda: served_decode(server, PROMPT, beam),
-                           lambda: decode(lm, PROMPT, beam))
-        say(f"beam 4 x 8: served {s:.2f} s ({4 * 8} requests at most), local {l:.2f} s, ratio {s / l:.2f}")
+        s, local = median_pair(max(args.rounds // 5, 1), lambda: served_decode(server, PROMPT, beam),
+                               lambda: decode(lm, PROMPT, beam))
+        say(f"beam 4 x 8: served {s:.2f} s ({4 * 8} requests at most), local {local:.2f} s, ratio {s / local:.2f}")
 
 
 if __name__ == "__main__":

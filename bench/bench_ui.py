@@ -30,7 +30,8 @@ PROMPT = "Once upon a time, in a small village by the sea,"
 
 
 def median_ms(samples: list) -> str:
-    return f"{statistics.median(samples) * 1000:8.1f} ms  (min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})"
+    return (f"{statistics.median(samples) * 1000:8.1f} ms  "
+            f"(min {min(samples) * 1000:.1f}, max {max(samples) * 1000:.1f})")
 
 
 def bench_next(steps: int) -> None:

@@ -37,8 +37,9 @@ def measure(key: str, tokens: int) -> None:
     lm = load_model(key)
     prompt = PROMPTS[key]
     f = lm.facts
-    print(f"\n{f.name}: vocabulary {f.vocab_size:,}, hidden {f.hidden_size}, E {f.vocab_size * f.hidden_size * 4 / 2**20:.0f} MiB "
-          f"in float32; loaded in {lm.load_seconds:.1f} s ({'cached' if lm.from_cache else 'first load'})")
+    print(f"\n{f.name}: vocabulary {f.vocab_size:,}, hidden {f.hidden_size}, "
+          f"E {f.vocab_size * f.hidden_size * 4 / 2**20:.0f} MiB in float32; "
+          f"loaded in {lm.load_seconds:.1f} s ({'cached' if lm.from_cache else 'first load'})")
     config = DecodeConfig(strategy="greedy", max_new_tokens=tokens)
     trace = decode(lm, prompt, config)
     ids = trace.prompt_token_ids
@@ -50,8 +51,12 @@ def measure(key: str, tokens: int) -> None:
                                  pad_token_id=lm.tokenizer.pad_token_id or 0)
     ours, theirs = [], []
     for _ in range(3):
-        t0 = time.perf_counter(); trace = decode(lm, prompt, config); ours.append(time.perf_counter() - t0)
-        t0 = time.perf_counter(); out = reference(); theirs.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        trace = decode(lm, prompt, config)
+        ours.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        out = reference()
+        theirs.append(time.perf_counter() - t0)
     same = trace.best.token_ids == out[0, len(ids):len(ids) + n].tolist()
     a, b = n / statistics.median(ours), n / statistics.median(theirs)
     print(f"  greedy {n} tokens: engine {a:.1f} tok/s, generate {b:.1f} tok/s, ratio {a / b:.2f}; "
@@ -62,7 +67,9 @@ def measure(key: str, tokens: int) -> None:
         decoder.step()
         times = []
         for _ in range(6):
-            t0 = time.perf_counter(); decoder.step(); times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            decoder.step()
+            times.append(time.perf_counter() - t0)
         return statistics.median(times) * 1000
     soft, greedy = step_ms("soft"), step_ms("greedy")
     cost = feedback_cost(lm, repeats=10)
@@ -75,9 +82,9 @@ def measure(key: str, tokens: int) -> None:
     greedy_json = len(trace.to_json().encode())
     soft_trace = decode(lm, prompt, DecodeConfig(strategy="soft", max_new_tokens=tokens))
     soft_json = len(soft_trace.to_json().encode())
-    print(f"  trace JSON: greedy {greedy_json / n / 1024:.1f} KiB per step, soft {soft_json / len(soft_trace.steps) / 1024:.1f} "
-          f"KiB per step (top-{config.top_n} candidates; the full distribution would be {f.vocab_size * 4 / 1024:.0f} KiB "
-          "per step in float32)")
+    print(f"  trace JSON: greedy {greedy_json / n / 1024:.1f} KiB per step, "
+          f"soft {soft_json / len(soft_trace.steps) / 1024:.1f} KiB per step (top-{config.top_n} candidates; "
+          f"the full distribution would be {f.vocab_size * 4 / 1024:.0f} KiB per step in float32)")
 
 
 def main() -> None:

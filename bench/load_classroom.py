@@ -160,7 +160,8 @@ def rss_mb(pid: int) -> float:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def classroom(browser, base: str, server_pid: int | None, lm: LoadedModel, sessions: int, tokens: int, report=print) -> dict:
+def classroom(browser, base: str, server_pid: int | None, lm: LoadedModel, sessions: int, tokens: int,
+              report=print) -> dict:
     """Warm up with one session, then run all at once. Returns figures and problems."""
     figures = {"sessions": sessions, "tokens": tokens}
     if server_pid:

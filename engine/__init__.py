@@ -8,6 +8,7 @@ from .model import DEFAULT_MODEL, LoadedModel, ModelFacts, load_model
 from .trace import SCHEMA, Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step, Trace
 from .strategies import decode, make_runner
 
-__all__ = ["STRATEGIES", "WARPED_STRATEGIES", "FEEDBACK_STRATEGIES", "make_runner", "DecodeConfig", "ConfigError", "DecodeScopeError", "ModelLoadError", "TraceFormatError",
+__all__ = ["STRATEGIES", "WARPED_STRATEGIES", "FEEDBACK_STRATEGIES", "make_runner", "DecodeConfig", "ConfigError",
+           "DecodeScopeError", "ModelLoadError", "TraceFormatError",
            "DEFAULT_MODEL", "LoadedModel", "ModelFacts", "load_model", "SCHEMA", "Candidate", "FeedBack", "KVStep",
            "Neighbour", "Node", "Sequence", "Stage", "StageToken", "Step", "Trace", "decode"]

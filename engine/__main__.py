@@ -2,8 +2,8 @@
 
 `decode` prints a table (step, chosen token, its probability, the top 5 alternatives),
 with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
-`lens` prints the top token at every layer for the next token (the logit lens). Bad input exits with status 2 and one line
-`error: ...` naming the parameter; no traceback.
+`lens` prints the top token at every layer for the next token (the logit lens).
+Bad input exits with status 2 and one line `error: ...` naming the parameter; no traceback.
 """
 from __future__ import annotations
 

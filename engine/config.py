@@ -104,7 +104,8 @@ class DecodeConfig:
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             bad("max_new_tokens", f"must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
         if self.temperature <= 0:
-            bad("temperature", f"must be greater than 0, got {self.temperature} (use the greedy strategy for temperature 0)")
+            bad("temperature",
+                f"must be greater than 0, got {self.temperature} (use the greedy strategy for temperature 0)")
         if self.top_k < 0:
             bad("top_k", f"must be 0 (off) or a positive number of tokens, got {self.top_k}")
         if not 0 < self.top_p <= 1:
@@ -116,7 +117,8 @@ class DecodeConfig:
         if not 1 <= self.num_beams <= MAX_BEAMS:
             bad("num_beams", f"must be between 1 and {MAX_BEAMS}, got {self.num_beams}")
         if self.strategy == "beam" and not 1 <= self.num_return_sequences <= self.num_beams:
-            bad("num_return_sequences", f"must be between 1 and num_beams ({self.num_beams}), got {self.num_return_sequences}")
+            bad("num_return_sequences",
+                f"must be between 1 and num_beams ({self.num_beams}), got {self.num_return_sequences}")
         if self.tau <= 0:
             bad("tau", f"must be greater than 0, got {self.tau}")
         if not 1 <= self.top_n <= MAX_TOP_N:

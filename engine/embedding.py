@@ -70,7 +70,8 @@ class FeedbackCost:
 
 
 # ---- projection ------------------------------------------------------------------------
-def project(lm: LoadedModel, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: list, weights: torch.Tensor) -> Projection:
+def project(lm: LoadedModel, vector: torch.Tensor, step: int, nearest_ids: list, heavy_ids: list,
+            weights: torch.Tensor) -> Projection:
     """PCA of E[nearest_ids + heavy_ids] together with `vector` ([hidden]); 2 components."""
     ids = list(dict.fromkeys(list(nearest_ids) + list(heavy_ids)))
     E = lm.embeddings.detach().to(torch.float32)
@@ -114,7 +115,8 @@ def soft_lane(lm: LoadedModel, prompt: str, config: DecodeConfig):
 
 # ---- Gumbel-softmax over tau --------------------------------------------------------------
 @torch.inference_mode()
-def gumbel_sweep(lm: LoadedModel, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0, chat: bool = False) -> list:
+def gumbel_sweep(lm: LoadedModel, prompt: str, taus: list, seed: int = 0, temperature: float = 1.0,
+                 chat: bool = False) -> list:
     """One Gumbel draw for the first step's distribution, relaxed at each tau: [TauPoint]."""
     ids = encode_prompt(lm, prompt, chat)
     logits = lm.model(input_ids=torch.tensor([ids], device=lm.device),

@@ -56,7 +56,7 @@ def cache_steps(trace, bytes_per_row: int, block_size: int = BLOCK_SIZE) -> list
         t = step.index
         if step.beam_node_ids:
             slots = []
-            for slot, node_id in enumerate(step.beam_node_ids):
+            for node_id in step.beam_node_ids:
                 path = [n.token_id for n in trace.path(node_id)]
                 slots.append((nodes_by_id[node_id].beam, prompt + path[:-1]))
         else:

@@ -169,7 +169,7 @@ class DecodeService:
             if not todo:
                 return traces
 
-            def compute():
+            def compute(todo=todo, traces=traces):
                 with self._lock:
                     self.misses += len(todo)
                 batch = LaneBatch(lm, prompt, [configs[i] for i in todo])

@@ -142,7 +142,8 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
 
     def hover(n) -> str:
         s = beam_score(n.cum_logprob, n.length, lp)
-        return (f"<b>{for_plotly(n.text)}</b><br>{words['step']} {n.step + 1} · {words['status']}: {words.get(n.status, n.status)}"
+        return (f"<b>{for_plotly(n.text)}</b><br>{words['step']} {n.step + 1} · "
+                f"{words['status']}: {words.get(n.status, n.status)}"
                 f"<br>{words['logprob']}: {_fmt(n.logprob)}<br>{words['cum']}: {_fmt(n.cum_logprob)}"
                 f"<br>{words['score']} = cum / length^lp = {_fmt(n.cum_logprob)} / {n.length}^{lp:g} = {_fmt(s)}"
                 f"<br>{words['rank']} {n.rank} · {words['beam']} {n.beam + 1}")   # slots counted from 1
@@ -154,8 +155,8 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         if not group:
             continue
         fig.add_scatter(
-            x=np.array([n.step + 1 for n in group]), y=np.array([y[n.id] for n in group]), mode="markers+text" if show_labels and
-            status != "pruned" else "markers", name=words[status],
+            x=np.array([n.step + 1 for n in group]), y=np.array([y[n.id] for n in group]),
+            mode="markers+text" if show_labels and status != "pruned" else "markers", name=words[status],
             text=np.array([for_plotly(short_label(n.text)) for n in group], dtype=object)
             if show_labels and status != "pruned" else None,
             # neighbouring columns put their labels on opposite sides, so long words do not run into each other
@@ -163,7 +164,8 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
             textfont=dict(size=11), cliponaxis=False,     # a label at the edge is drawn whole, never cut
             marker=dict(symbol=symbol, size=size, opacity=opacity, color=_arr([n.cum_logprob for n in group]),
                         colorscale=COLOURSCALE, cmin=cmin, cmax=cmax,
-                        line=dict(width=2 if status == "finished" else 0.5, color=BEST if status == "finished" else "#777"),
+                        line=dict(width=2 if status == "finished" else 0.5,
+                                  color=BEST if status == "finished" else "#777"),
                         showscale=first, colorbar=dict(title=dict(text=words["colour"]), x=1.0, xanchor="left",
                                                        xpad=12, thickness=14) if first else None),
             hovertext=np.array([hover(n) for n in group], dtype=object), hoverinfo="text")
@@ -172,7 +174,8 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         fig.add_scatter(x=[f[0] for f in folded], y=[f[1] for f in folded], mode="markers", name=words["collapsed"],
                         marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="rgba(128,128,128,0.8)")),
                         hovertext=[f"+{len(kids)} {words['pruned']}: " + ", ".join(
-                            f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8]) for _, _, _, kids in folded],
+                            f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8])
+                            for _, _, _, kids in folded],
                         hoverinfo="text")
     # the label runs right from the root, drawn whole: centred on it, half of it fell left of the plot, where a
     # tree of many steps leaves almost no room (80 steps cut "prompt" to "ompt")
@@ -186,8 +189,8 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1), y=0.98, yref="container",
                    yanchor="top"),
         # room right of the last column for its labels, so the colour bar never covers them
-        xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5, range=[-0.8, upto + 2.0],
-                   zeroline=False),
+        xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5,
+                   range=[-0.8, upto + 2.0], zeroline=False),
         # rank 1 on top; room above the top row and below the bottom row for their labels
         yaxis=dict(title=dict(text=words["y"]), showticklabels=False, zeroline=False, showgrid=False,
                    range=[edge + ROW_PAD, -edge - ROW_PAD]),

@@ -89,7 +89,8 @@ def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: in
         _parts_legend(fig, words["parts"])
     if highlight_step is not None:
         fig.add_vline(x=highlight_step + 1, line=dict(color="rgba(128,128,128,0.6)", dash="dot"))
-    fig.update_layout(title=dict(text=words["title"], y=0.97, yref="container", yanchor="top"), height=380, margin=dict(l=60, r=30, t=95, b=50),
+    fig.update_layout(title=dict(text=words["title"], y=0.97, yref="container", yanchor="top"), height=380,
+                      margin=dict(l=60, r=30, t=95, b=50),
                       xaxis=dict(title=dict(text=words["x"]), dtick=1 if max((len(t.steps) for _, t in lanes),
                                                                              default=0) <= 30 else 5),
                       yaxis=dict(title=dict(text=words["y"])), hovermode="closest",

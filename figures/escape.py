@@ -53,7 +53,8 @@ def run_cell(grid, config) -> tuple | None:
         return None
     if config.top_p < 1.0 and config.min_p > 0.0:
         return None
-    kind, value = ("top_p", config.top_p) if config.top_p < 1.0 else ("min_p", config.min_p) if config.min_p else ("none", 0.0)
+    kind, value = (("top_p", config.top_p) if config.top_p < 1.0
+                   else ("min_p", config.min_p) if config.min_p else ("none", 0.0))
     if (kind, value) not in grid.columns:
         return None
     return grid.temperatures.index(config.temperature), grid.columns.index((kind, value))

@@ -18,7 +18,8 @@ def visible(text: str) -> str:
     """Make whitespace visible: ' ' -> ␣, newline -> ⏎, tab -> ⇥; empty -> ∅."""
     if text == "":
         return "∅"
-    return text.replace(" ", SPACE).replace("\r\n", NEWLINE).replace("\n", NEWLINE).replace("\r", NEWLINE).replace("\t", TAB)
+    return (text.replace(" ", SPACE).replace("\r\n", NEWLINE).replace("\n", NEWLINE).replace("\r", NEWLINE)
+            .replace("\t", TAB))
 
 
 ZERO_WIDTH_SPACE = "\u200b"

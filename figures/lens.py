@@ -18,7 +18,8 @@ def lens_figure(lens, *, current: int | None = None, texts: dict | None = None) 
     """`lens`: an engine.lens.Lens; `current`: the step to outline (the page's cursor)."""
     words = {"x": "step: chosen token", "y": "layer", "emb": "embeddings", "z": "p(chosen)",
              "title": "Logit lens: where in the network the chosen token wins",
-             "first": "first on top", "hover": "layer {layer}, step {step}<br>top: {top}<br>chosen {chosen}: p = {p}, rank {rank}"}
+             "first": "first on top",
+             "hover": "layer {layer}, step {step}<br>top: {top}<br>chosen {chosen}: p = {p}, rank {rank}"}
     words.update(texts or {})
     rows = [words["emb"]] + [str(i) for i in range(1, lens.layers)]
     columns = [f"{s + 1}: {for_plotly(t)}" for s, t in zip(lens.steps, lens.chosen_texts)]

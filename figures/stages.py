@@ -47,7 +47,8 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.
         is_chosen = cand.token_id == chosen
         name = f"{cand.rank}. {for_plotly(cand.text)}" + (f" ({words['chosen']})" if is_chosen else "")
         fig.add_scatter(x=list(range(len(labels))), y=ys, mode="lines+markers", name=name,
-                        line=dict(color=CHOSEN if is_chosen else PALETTE[n % len(PALETTE)], width=4 if is_chosen else 2),
+                        line=dict(color=CHOSEN if is_chosen else PALETTE[n % len(PALETTE)],
+                                  width=4 if is_chosen else 2),
                         marker=dict(size=9 if is_chosen else 6),
                         customdata=[_logprob(y) for y in ys],
                         hovertemplate=f"<b>{for_plotly(cand.text)}</b><br>p = %{{y:.4f}}<br>log p = %{{customdata}}"

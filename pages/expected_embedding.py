@@ -58,7 +58,8 @@ st.markdown(t("embedding.lanes_texts", mode=t("embedding.mode_" + discrete_mode)
 if split is None:
     st.success(t("embedding.no_split", n=len(soft_ids)))
 elif split < min(len(discrete_ids), len(soft_ids)):
-    st.warning(t("embedding.split", step=split + 1, discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
+    st.warning(t("embedding.split", step=split + 1,
+                 discrete=for_markdown(visible(discrete.steps[split].chosen_texts[0])),
                  soft=for_markdown(visible(soft.steps[split].feedback.argmax_text))))
 else:
     st.warning(t("embedding.split_length", step=split + 1))
@@ -84,13 +85,16 @@ def step_and_gumbel():
     fb = step.feedback
     cols = st.columns(4)
     cols[0].metric(t("embedding.nearest_cosine"), f"{fb.nearest_cosine:.3f}", help=t("embedding.nearest_cosine_help"))
-    cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}", help=t("embedding.entropy_help", max=f"{math.log(lm.facts.vocab_size):.2f}"))
+    cols[1].metric(t("embedding.entropy"), f"{fb.entropy:.3f}",
+                   help=t("embedding.entropy_help", max=f"{math.log(lm.facts.vocab_size):.2f}"))
     cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
     cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
     left, right = st.columns(2)
-    left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"), t("embedding.nearest_title", step=step.index + 1),
+    left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"),
+                                           t("embedding.nearest_title", step=step.index + 1),
                                            highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
-    right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"), t("embedding.weights_title", step=step.index + 1),
+    right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"),
+                                            t("embedding.weights_title", step=step.index + 1),
                                             highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
     projection = next((p for p in projections if p.step == step.index), None)
     if projection is not None:
@@ -122,10 +126,12 @@ def step_and_gumbel():
         gl, gr = st.columns(2)
         gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
                                              t("embedding.gumbel_weights_title", step=g_step.index + 1),
-                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_weights")
+                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
+                        key="ee_gumbel_weights")
         gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
                                              t("embedding.gumbel_nearest_title", step=g_step.index + 1),
-                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)), key="ee_gumbel_nearest")
+                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
+                        key="ee_gumbel_nearest")
         st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
     tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
     st.plotly_chart(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
@@ -149,7 +155,8 @@ cols[2].metric(t("embedding.cost_mixture_time"), duration(cost.mixture_seconds))
 cols[3].metric(t("embedding.cost_lookup_time"), duration(cost.lookup_seconds))
 st.markdown(t("embedding.cost_text", vocab=f"{cost.vocab_size:,}", hidden=f"{cost.hidden_size:,}",
               madds=f"{cost.mixture_multiply_adds:,}", read=f"{cost.mixture_bytes_read / 1e6:,.1f}",
-              lookup=f"{cost.lookup_bytes_read:,}", ratio=f"{cost.mixture_seconds / max(cost.lookup_seconds, 1e-12):,.0f}",
+              lookup=f"{cost.lookup_bytes_read:,}",
+              ratio=f"{cost.mixture_seconds / max(cost.lookup_seconds, 1e-12):,.0f}",
               step_ms=f"{forward_ms:,.1f}", share=f"{100 * cost.mixture_seconds / max(forward_ms / 1000, 1e-12):.1f}",
               repeats=cost.repeats))
 

@@ -112,7 +112,8 @@ soft_series = {t("kv.series_greedy"): ([s.index + 1 for s in greedy.steps], [s.k
                t("kv.series_soft"): ([s.index + 1 for s in soft.steps], [s.kv.bytes for s in soft.steps])}
 if strategy == "beam":
     soft_series[t("kv.series_beam", beams=beams)] = ([c.step + 1 for c in steps], [c.bytes for c in steps])
-st.plotly_chart(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})), key="kv_soft_chart")
+st.plotly_chart(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})),
+                key="kv_soft_chart")
 g_last, s_last = greedy.steps[common - 1].kv, soft.steps[common - 1].kv
 verdict = "kv.soft_same" if same else "kv.soft_differs"
 st.markdown(t(verdict, steps=common, rows=f"{s_last.rows:,}", bytes=f"{s_last.bytes:,}",

@@ -24,7 +24,8 @@ from ui.what_happened import flagged_steps, render_what_happened
 S = st.session_state
 PLAY_STEP_SECONDS = 0.2            # Play's pace: five steps a second, where the machine allows it
 PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after each drawing; the server-side
-                                   # sleep in stepper_panel sets the pace, so a longer timer only adds to each tick (4.6 -> 5.0 steps/s)
+                                   # sleep in stepper_panel sets the pace, so a longer timer only adds to each tick
+                                   # (4.6 -> 5.0 steps/s)
 
 st.title(t("step.title"))
 row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
@@ -33,7 +34,8 @@ with row["upload"]:
     uploaded = trace_upload("sbs_upload")
 
 # ---- the stepper: a recorded trace, a decode on a server, or a live decode on the shared model -------
-recorded = uploaded                       # a trace only viewed: no branching, no decode from here (Play moves the cursor)
+# a trace only viewed: no branching, no decode from here (Play moves the cursor)
+recorded = uploaded
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     viewer_key = hash(uploaded.to_json())

@@ -185,9 +185,11 @@ else:
 
     left, right = st.columns(2)
     left.plotly_chart(sized(neighbour_bars(with_reference(row.own_top, row.own_prob_of_true), t("teacher.prob"),
-                                           t("teacher.own_title", pos=pick + 1), highlight_id=row.true_token_id, range_max=1.0)),
+                                           t("teacher.own_title", pos=pick + 1), highlight_id=row.true_token_id,
+                                           range_max=1.0)),
                       key="tf_own_chart")
-    right.plotly_chart(sized(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob), t("teacher.prob"),
+    right.plotly_chart(sized(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob),
+                                            t("teacher.prob"),
                                             t("teacher.true_title", pos=pick + 1), highlight_id=row.true_token_id,
                                             range_max=1.0)), key="tf_true_chart")
     st.caption(t("teacher.pair_caption", kl=f"{row.kl:.3f}", prob=f"{row.own_prob_of_true:.4f}",

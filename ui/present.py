@@ -40,13 +40,16 @@ STYLESHEET = """
 [data-testid="stMain"] [data-testid="stHtml"] span[style*="font-size"] { font-size: 1.1rem !important; }
 [data-testid="stMain"] [data-baseweb="select"] div, [data-testid="stMain"] [data-baseweb="tag"] span,
 [data-testid="stMain"] input, [data-testid="stMain"] textarea,
-[data-testid="stSelectboxVirtualDropdown"] [role="option"], [data-testid="stSelectboxVirtualDropdown"] [role="option"] div {
+[data-testid="stSelectboxVirtualDropdown"] [role="option"],
+[data-testid="stSelectboxVirtualDropdown"] [role="option"] div {
   font-size: 1.25rem; }
 [data-testid="stMain"] [data-testid="stDataFrame"] { zoom: 1.3; }
-[data-testid="stMain"] [data-testid="stTable"] td, [data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
+[data-testid="stMain"] [data-testid="stTable"] td,
+[data-testid="stMain"] [data-testid="stTable"] th { font-size: 1.2rem; }
 [data-testid="stPopoverBody"] { min-width: min(58rem, 92vw); }
 [data-testid="stLayoutWrapper"]:has(> .st-key-page_style),
-[data-testid="stLayoutWrapper"]:has(> .st-key-present_corner) { position: absolute; width: 0; height: 0; overflow: visible; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-present_corner) {
+  position: absolute; width: 0; height: 0; overflow: visible; }
 .st-key-page_style { visibility: hidden; height: 0; overflow: hidden; }
 .st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
 .st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {
@@ -65,7 +68,8 @@ BASE_STYLESHEET = """
 .stPlotlyChart .cbtitle text, .stPlotlyChart .cbaxis text,
 .stPlotlyChart .annotation-text, .st-key-beam_chart .textpoint text { fill: currentColor !important;
   fill-opacity: 1 !important; }
-[data-testid="stSidebarNav"] a:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
+[data-testid="stSidebarNav"] a:focus-visible {
+  outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
 </style>
 """
 

@@ -11,8 +11,8 @@ while the old run goes on decoding until its next element update, where Streamli
 stops it again at every later update). So the old run's decode is told to stop twice: by the Stop
 button's callback, which runs first in the new run, and by the interruption inside `on_step`. The
 old run hands the steps decoded so far to the new run, which waits for them (this session's own
-decode, never "another session") before it asks the service for anything. When the click was Stop, the page shows the kept steps until the
-settings change or the user continues.
+decode, never "another session") before it asks the service for anything. When the click was Stop,
+the page shows the kept steps until the settings change or the user continues.
 """
 from __future__ import annotations
 

@@ -341,9 +341,11 @@ def model_controls() -> str:
     devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
     with st.expander(t("common.placement")):
         device = st.selectbox(t("common.device"), devices, key="device", help=t("common.device_help"),
-                              index=devices.index(url_value("device", "auto")) if url_value("device", "auto") in devices else 0)
+                              index=(devices.index(url_value("device", "auto"))
+                                     if url_value("device", "auto") in devices else 0))
         dtype = st.selectbox(t("common.dtype"), DTYPES, key="dtype", help=t("common.dtype_help"),
-                             index=DTYPES.index(url_value("dtype", "auto")) if url_value("dtype", "auto") in DTYPES else 0)
+                             index=(DTYPES.index(url_value("dtype", "auto"))
+                                    if url_value("dtype", "auto") in DTYPES else 0))
     sync_url(device=device, dtype=dtype)
     return model
 

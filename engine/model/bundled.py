@@ -109,7 +109,8 @@ def dequantise(report: Progress, which: Bundled = SMOLLM2):
     def work():
         try:
             result["tokenizer"] = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            result["model"] = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            result["model"] = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                   dtype=torch.float32)
         except BaseException as exc:  # handed back to the caller's thread below
             result["error"] = exc
 

@@ -57,13 +57,13 @@ def check_marker(folder: Path) -> bool:
         listed = {str(name): (int(f["bytes"]), str(f["sha256"])) for name, f in files.items()}
     except (ValueError, KeyError, TypeError, AttributeError):
         raise CacheDamaged(f"its {MARKER} marker is not a list of files") from None
-    for name, (size, digest) in listed.items():
+    for name, (size, _digest) in listed.items():
         path = folder / name
         if not path.is_file():
             raise CacheDamaged(f"{name} is missing")
         if path.stat().st_size != size:
             raise CacheDamaged(f"{name} is {path.stat().st_size:,} bytes; {size:,} were written")
-    for name, (size, digest) in listed.items():
+    for name, (_size, digest) in listed.items():
         if _sha256(folder / name) != digest:
             raise CacheDamaged(f"{name} does not match the checksum written with it")
     return True

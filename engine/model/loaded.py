@@ -115,8 +115,8 @@ class LoadedModel:
         if eos is None:
             eos = tokenizer.eos_token_id
         eos_ids = tuple(eos) if isinstance(eos, list | tuple) else (() if eos is None else (int(eos),))
-        return cls(model=model, tokenizer=tokenizer, facts=facts, token_texts=token_display_texts(tokenizer, facts.vocab_size),
-                   eos_token_ids=eos_ids)
+        return cls(model=model, tokenizer=tokenizer, facts=facts,
+                   token_texts=token_display_texts(tokenizer, facts.vocab_size), eos_token_ids=eos_ids)
 
 
 # ---- facts -------------------------------------------------------------------
@@ -214,6 +214,7 @@ def token_display_texts(tokenizer, vocab_size: int) -> list:
 def _looks_byte_level(tokenizer, tokens, decoder) -> bool:
     """Byte-level BPE vocabularies spell a leading space as 'Ġ'."""
     sample = [t for t in tokens[:5000] if t]
-    return any(t.startswith("Ġ") for t in sample) and sum(all(c in decoder for c in t) for t in sample) > 0.9 * len(sample)
+    return (any(t.startswith("Ġ") for t in sample)
+            and sum(all(c in decoder for c in t) for t in sample) > 0.9 * len(sample))
 
 

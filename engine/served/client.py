@@ -63,7 +63,7 @@ def check_url(url: str) -> str:
     if parts.query or parts.fragment:
         raise ServedError("server address must not hold a query (?) or a fragment (#)")
     try:
-        parts.port
+        _ = parts.port               # reading the port is the check: urllib raises ValueError on a bad one
     except ValueError:
         raise ServedError(f"server address has a bad port: {url[:60]!r}") from None
     path = parts.path.rstrip("/")

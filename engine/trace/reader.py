@@ -289,7 +289,7 @@ def _plain_dict(value) -> dict:
 
 def _forced(value) -> dict:
     out = {}
-    for key, token_id in _plain_dict(value).items():
+    for key in _plain_dict(value):
         try:
             step = int(key)
         except ValueError:

@@ -30,7 +30,8 @@ def shown_tokens(page, scope: str = "") -> list:
     titles = page.locator(f"{scope} {TOKEN_SPANS}".strip()).evaluate_all("els => els.map(e => e.title)")
     out = []
     for title in titles:
-        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?(?: · flagged in What happened\?)?$", title, re.S)
+        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?"
+                     r"(?: · flagged in What happened\?)?$", title, re.S)
         assert m, title
         out.append((int(m.group(1)), m.group(2)))
     return out
@@ -115,7 +116,7 @@ def test_arrow_keys_step_and_are_ignored_while_typing(page, server, bundled):
     want = [visible(s.chosen_texts[0]) for s in expected.steps]
     page.locator("h1").first.click()                       # focus on the page, not on a field
     for key, n in (("ArrowRight", 2), ("ArrowRight", 3), ("ArrowLeft", 2), ("Home", 1)):
-        act(page, lambda: page.keyboard.press(key))
+        act(page, lambda key=key: page.keyboard.press(key))
         assert [t for _, t in shown_tokens(page)] == want[:n], key
     box = page.locator("[data-testid='stSidebar'] textarea").first
     box.click()

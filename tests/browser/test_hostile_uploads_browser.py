@@ -153,7 +153,8 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
         log = server.log_text()
     assert "Traceback" not in log, log[-3000:]
 
-    figures = {"normal_session_peak_mib": round(normal_peak.peak_mb), "hostile_run_peak_mib": round(hostile_peak.peak_mb),
+    figures = {"normal_session_peak_mib": round(normal_peak.peak_mb),
+               "hostile_run_peak_mib": round(hostile_peak.peak_mb),
                "hostile_files": len(refused) + len(accepted), "pages": list(PAGES)}
     out = ROOT / "artifacts" / "hostile_memory.json"
     out.parent.mkdir(parents=True, exist_ok=True)

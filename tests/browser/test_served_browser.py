@@ -32,7 +32,8 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     labels = chart.locator("text").evaluate_all("els => els.map(e => e.textContent)")
     assert "other (not listed)" in labels, labels                # the x tick of the 'other' bar
     assert any("the listed tokens are exact" in t for t in labels), labels     # the badge on the figure itself
-    assert page.get_by_text("no sampler stages, no logit lens, no KV cache view, no expected embedding").first.is_visible()
+    assert page.get_by_text(
+        "no sampler stages, no logit lens, no KV cache view, no expected embedding").first.is_visible()
     screenshot(page, "served_step_by_step")
 
 

@@ -258,7 +258,8 @@ def test_the_code_never_trusts_remote_code_nor_unpickles():
 def good_trace(tmp_path_factory):
     from tiny_models import tiny_llama
 
-    return decode(tiny_llama(), "The capital of France is", DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3))
+    return decode(tiny_llama(), "The capital of France is",
+                  DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3))
 
 
 @pytest.mark.parametrize("payload", [b"", b"hello, not json", b"\xff\xfe\x00garbage", b"{", b"{'schema': 1}",

@@ -46,7 +46,8 @@ def test_lens_prints_the_top_token_of_every_layer(capsys, monkeypatch, tiny_llam
     ids = lm.tokenizer("The capital of France is")["input_ids"]
     with torch.no_grad():
         probs = torch.softmax(lm.model(input_ids=torch.tensor([ids])).logits[0, -1], -1)
-    assert rows[-1][1] == repr(lm.token_texts[int(probs.argmax())]) or rows[-1][1] == lm.token_texts[int(probs.argmax())]
+    assert (rows[-1][1] == repr(lm.token_texts[int(probs.argmax())])
+            or rows[-1][1] == lm.token_texts[int(probs.argmax())])
     assert float(rows[-1][2]) == pytest.approx(float(probs.max()), abs=1e-3)
 
 
@@ -68,7 +69,8 @@ def test_lens_bad_input_is_one_line(capsys, monkeypatch, tiny_llama_folder, argv
     (["--strategy", "greedy"], "(no sampler stages: these settings apply none of the processors)"),
 ])
 def test_decode_stages_says_truly_why_there_are_none(capsys, monkeypatch, tiny_llama_folder, extra, note):
-    """Beam search with a repetition penalty applies it (and records no stages): the note must not say it applies none."""
+    """Beam search with a repetition penalty applies it (and records no stages): the note must not say it
+    applies none."""
     code, out, err = cli(capsys, monkeypatch, "decode", "--model", tiny_llama_folder[1], "--prompt", "Paris",
                          "--max-new-tokens", "2", "--stages", *extra)
     assert code == 0, err

@@ -57,7 +57,8 @@ def test_byte_pieces_display_as_bytes_never_replacement_char(llama):
 
 
 def test_engine_imports_no_streamlit():
-    code = ("import sys, engine, engine.decoder, engine.beam, engine.runner, engine.strategies, engine.kv, engine.trace, engine.model, engine.__main__;"
+    code = ("import sys, engine, engine.decoder, engine.beam, engine.runner, engine.strategies, engine.kv, "
+            "engine.trace, engine.model, engine.__main__;"
             "assert 'streamlit' not in sys.modules, 'engine imported streamlit'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -101,8 +102,9 @@ def test_load_errors_are_one_clear_sentence(tmp_path, monkeypatch):
 def test_cli_prints_table_and_writes_json(saved_tiny, tmp_path):
     out = tmp_path / "trace.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    run = subprocess.run([sys.executable, "-m", "engine", "decode", "--prompt", "The capital", "--model", str(saved_tiny),
-                          "--strategy", "beam", "--num-beams", "3", "--max-new-tokens", "4", "--json", str(out)],
+    run = subprocess.run([sys.executable, "-m", "engine", "decode", "--prompt", "The capital",
+                          "--model", str(saved_tiny), "--strategy", "beam", "--num-beams", "3",
+                          "--max-new-tokens", "4", "--json", str(out)],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr
     assert "step" in run.stdout and "top 5" in run.stdout

@@ -40,7 +40,8 @@ def test_greedy_matches_generate(tiny, prompt):
 @pytest.mark.parametrize("seed", [0, 7, 123])
 @pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 20, 1.0), (1.3, 0, 0.8), (0.9, 50, 0.9)])
 def test_sampling_matches_generate_with_same_seed(llama, seed, temperature, top_k, top_p):
-    cfg = DecodeConfig(strategy="sample", max_new_tokens=15, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    cfg = DecodeConfig(strategy="sample", max_new_tokens=15, temperature=temperature, top_k=top_k, top_p=top_p,
+                       seed=seed)
     trace = decode(llama, "The capital of France is", cfg)
     torch.manual_seed(seed)
     out = generate_ids(llama, trace.prompt_token_ids, do_sample=True, max_new_tokens=15, temperature=temperature,

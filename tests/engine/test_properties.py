@@ -293,7 +293,8 @@ def traces(draw):
                  forced=draw(st.dictionaries(st.integers(0, config.max_new_tokens - 1), ident, max_size=3)))
 
 
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(trace=traces(), indent=st.sampled_from([None, 2]), as_bytes=st.booleans())
 def test_trace_json_round_trips_for_arbitrary_token_texts(trace, indent, as_bytes):
     text = trace.to_json(indent=indent)

@@ -59,7 +59,8 @@ def test_one_hot_soft_decode_gives_the_logits_of_the_token_ids(arch):
         ids = [c.token_id for c in step.candidates]
         got = torch.tensor([c.logit for c in step.candidates])
         assert len(ids) >= 200
-        assert torch.allclose(got, expected[ids], atol=1e-4), f"step {t}: max diff {(got - expected[ids]).abs().max():.2e}"
+        assert torch.allclose(got, expected[ids], atol=1e-4), (
+            f"step {t}: max diff {(got - expected[ids]).abs().max():.2e}")
 
 
 def test_soft_and_greedy_lanes_in_one_batch_agree_with_each_alone(arch):

@@ -76,7 +76,8 @@ NODES = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum
          node(3, 0, 0, "C", -2.0, -2.0, "pruned", 3), node(4, 0, 0, "<eos>", -2.5, -2.5, "pruned", 4, tok=0),
          node(5, 1, 1, "x", -0.5, -1.0, "kept", 1), node(6, 2, 1, "<eos>", -0.4, -1.4, "finished", 2, tok=0),
          node(7, 1, 1, "y", -1.1, -1.6, "kept", 3), node(8, 2, 1, "z", -2.0, -3.0, "pruned", 4),
-         node(9, 5, 2, "<eos>", -0.9, -1.9, "finished", 1, tok=0), node(10, 7, 2, "<eos>", -0.5, -2.1, "finished", 2, tok=0),
+         node(9, 5, 2, "<eos>", -0.9, -1.9, "finished", 1, tok=0),
+         node(10, 7, 2, "<eos>", -0.5, -2.1, "finished", 2, tok=0),
          node(11, 7, 2, "w", -1.5, -3.1, "pruned", 3), node(12, 7, 2, "v", -1.6, -3.2, "pruned", 4)]
 
 

@@ -49,13 +49,16 @@ def test_vllm_prompt_logprobs_score_every_token_in_one_request(stub_server):
         assert payload["prompt_logprobs"] == 20 and payload["prompt"] == "abcd"
         return {"choices": [{"text": "!", "finish_reason": "length", "prompt_logprobs": [
             None,
-            {"2": {"logprob": -1.0, "rank": 2, "decoded_token": "b"}, "9": {"logprob": -0.6, "rank": 1, "decoded_token": "x"}},
-            {"3": {"logprob": -2.0, "rank": 3, "decoded_token": "c"}, "9": {"logprob": -1.0, "rank": 1, "decoded_token": "x"},
+            {"2": {"logprob": -1.0, "rank": 2, "decoded_token": "b"},
+             "9": {"logprob": -0.6, "rank": 1, "decoded_token": "x"}},
+            {"3": {"logprob": -2.0, "rank": 3, "decoded_token": "c"},
+             "9": {"logprob": -1.0, "rank": 1, "decoded_token": "x"},
              "8": {"logprob": -1.5, "rank": 2, "decoded_token": "y"}},
             {"4": {"logprob": -0.5, "rank": 1, "decoded_token": "d"}},
         ]}]}
 
-    url = stub_server(completion, owned_by="vllm", tokenize=lambda text: [{"a": 1, "b": 2, "c": 3, "d": 4}[c] for c in text])
+    url = stub_server(completion, owned_by="vllm",
+                      tokenize=lambda text: [{"a": 1, "b": 2, "c": 3, "d": 4}[c] for c in text])
     result = served_teacher_force(Server.connect(url), "ab", "cd")
     assert result.exact and result.requests == 2 and result.bounded == []
     assert [(p.token_id, p.text, p.rank) for p in result.positions] == [(3, "c", 3), (4, "d", 1)]

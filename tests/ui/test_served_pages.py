@@ -200,7 +200,8 @@ def test_teacher_forcing_scores_the_reference_on_the_server(stub_server, no_loca
     assert any("1 of 2 reference tokens were outside it" in i for i in infos(at))
     assert SERVED["teacher_needs_weights"] in infos(at)
     [chart] = charts(at)
-    assert [round(y, 4) for y in chart["data"][0]["y"]] == [round(2.718281828 ** -0.5, 4), round(2.718281828 ** -2.0, 4)]
+    assert [round(y, 4) for y in chart["data"][0]["y"]] == [round(2.718281828 ** -0.5, 4),
+                                                             round(2.718281828 ** -2.0, 4)]
 
 
 def test_the_interview_says_its_demos_need_the_weights(no_local_loads):

@@ -158,7 +158,8 @@ def test_reconfigure_to_sampling_replays_every_branch_under_the_new_config(stepp
     stepper.reconfigure(sample)
     assert stepper.config == sample and stepper.cursor == 5 and len(stepper.branches) == 2
     # each branch equals a fresh decode under the new config with the same forced tokens
-    assert chosen(stepper, 1) == decode(llama, PROMPT, sample.replace(max_new_tokens=6), forced={2: other}).best.token_ids
+    assert chosen(stepper, 1) == decode(llama, PROMPT, sample.replace(max_new_tokens=6),
+                                        forced={2: other}).best.token_ids
     stepper.switch(0)
     expected = decode(llama, PROMPT, sample.replace(max_new_tokens=6)).best.token_ids
     assert chosen(stepper, 0)[:6] == expected
