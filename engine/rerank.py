@@ -101,7 +101,8 @@ def rerank(trace, length_penalty: float) -> Rerank:
         if node.step > recorded_stop:
             continue
         hyps.append(Hypothesis(node_id=node.id, text=path_text(trace, node.id), length=node.length,
-                               cum_logprob=node.cum_logprob, score=beam_score(node.cum_logprob, node.length, length_penalty),
+                               cum_logprob=node.cum_logprob,
+                               score=beam_score(node.cum_logprob, node.length, length_penalty),
                                in_set=node.id in new_set, recorded_in_set=node.id in recorded_set))
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))
     return Rerank(length_penalty=length_penalty, hypotheses=hyps, stop_step=new_stop, recorded_stop_step=recorded_stop,
