@@ -63,7 +63,7 @@ models: setup
 
 # Every test, the 30 slowest listed at the end. The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
 test: setup-test served browser models
-	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 $(ARGS)
+	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q --durations=30 $(ARGS)
 
 # The inner loop: every test that needs neither a browser, a llama.cpp server nor a bundled model (tests/tiers.py
 # says how tests are sorted; properties draw a sixth of their examples), on both cores, then the linter. `make check ARGS=--lf` reruns only what failed last time.

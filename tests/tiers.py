@@ -69,16 +69,9 @@ def tiers_of(item) -> set:
 
 
 def mark(items) -> None:
-    """Marks each item with its tiers. Under pytest-xdist (`-n 2 --dist loadgroup`) the browser tests keep to
-    one worker, which starts one app server and one Chromium, and so do the tests of the llama.cpp server."""
     for item in items:
-        found = tiers_of(item)
-        for name in found:
+        for name in tiers_of(item):
             item.add_marker(getattr(pytest.mark, name))
-        for shared in ("browser", "served"):
-            if shared in found:
-                item.add_marker(pytest.mark.xdist_group(shared))
-                break
 
 
 def is_slow(item) -> bool:
