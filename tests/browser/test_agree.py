@@ -46,6 +46,7 @@ def test_compare_names_lanes_that_coincide(page, server):
     note = page.get_by_text(texts("compare")["coincide"].split("{n}")[0].strip())
     note.first.wait_for()
     lines = page.locator('[class*="st-key-cmp_chart"] .scatterlayer .trace .js-line')
+    lines.first.wait_for()           # the note is written before the chart, which Plotly draws after it
     widths = {line.evaluate("el => getComputedStyle(el).strokeWidth") for line in lines.all()}
     assert len(widths) >= 2          # the coinciding lanes are drawn in different widths
 
