@@ -130,15 +130,16 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
     def check_shown(page, name, case, before):
         assert_no_exception(page)
         errors = page.locator(ERROR).all_inner_texts()
+        success = page.locator("[data-testid='stAlertContentSuccess']").all_inner_texts()
         if name == "beam_tree" and "greedy" in case.name:
-            assert len(errors) == 1, errors                # a decode has no beam tree: the page says so
+            # a decode has no beam tree: the page says so, and only that (no success beside the error)
+            assert len(errors) == 1 and not success, (errors, success)
         else:
             assert not errors, (name, case.name, errors)
-        main = page.locator("[data-testid='stMain']").text_content()
-        assert "<img" in main, (name, case.name)          # the markup shows as text
-        success = page.locator("[data-testid='stAlertContentSuccess']").all_inner_texts()
-        # the model name, as written (an invisible word joiner keeps its addresses from becoming links)
-        assert any(hostile_traces.MARKUP in text.replace(WORD_JOINER, "") for text in success), success
+            main = page.locator("[data-testid='stMain']").text_content()
+            assert "<img" in main, (name, case.name)          # the markup shows as text
+            # the model name, as written (an invisible word joiner keeps its addresses from becoming links)
+            assert any(hostile_traces.MARKUP in text.replace(WORD_JOINER, "") for text in success), success
         assert page.locator("a[href^='javascript']").count() == 0       # [link](javascript:...) stays text
         assert page.locator("[data-testid='stMain'] img[src*='pixel'], [data-testid='stSidebar'] img[src*='pixel']"
                             ).count() == 0
