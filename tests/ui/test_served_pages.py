@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_helpers import open_app, texts
+
 import ui.session
 from figures.labels import WORD_JOINER
 from served_helpers import free_port
@@ -30,9 +32,6 @@ COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logpro
 WEIGHT_PAGES = ["compare", "expected_embedding", "kv_cache"]
 
 
-def texts(section: str, lang: str = "en") -> dict:
-    return json.loads((ROOT / "assets" / "texts" / lang / f"{section}.json").read_text(encoding="utf-8"))
-
 
 SERVED = texts("served")
 
@@ -43,14 +42,7 @@ def unescaped(markdown: str) -> str:
 
 
 def app(page: str, *, params: dict | None = None, state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    for key, value in (params or {}).items():
-        at.query_params[key] = str(value)
-    for key, value in {"prompt": PROMPT, "max_new_tokens": 2, **(state or {})}.items():
-        at.session_state[key] = value
-    at.switch_page(f"pages/{page}.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, params=params, state=state, new_tokens=2)
 
 
 def connect(at: AppTest, url: str) -> AppTest:

@@ -5,12 +5,13 @@ Pages run on the tiny random Llama (typed into the Model box) or on a stand-in s
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from app_helpers import open_app, texts
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
@@ -22,19 +23,9 @@ COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logpro
     "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
 
 
-def texts(section: str, lang: str = "en") -> dict:
-    return json.loads((ROOT / "assets" / "texts" / lang / f"{section}.json").read_text(encoding="utf-8"))
-
 
 def app(page: str, *, params: dict | None = None, state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    for key, value in (params or {}).items():
-        at.query_params[key] = str(value)
-    for key, value in {"prompt": PROMPT, "max_new_tokens": 4, **(state or {})}.items():
-        at.session_state[key] = value
-    at.switch_page(f"pages/{page}.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(page, params=params, state=state, new_tokens=4)
 
 
 # ---- Play's tooltip ----------------------------------------------------------------------------
