@@ -16,6 +16,7 @@ the page shows the kept steps until the settings change or the user continues.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ S = st.session_state
 SHOW_AFTER_SECONDS = 1.0        # a decode expected to finish sooner draws nothing
 LET_GO_SECONDS = 30.0           # the longest a run waits for an earlier run to let go of its decode (one step)
 _FLIGHTS = "_decodes_in_flight"
+REDRAW_SECONDS = 0.1            # the progress is redrawn at most this often (each redraw is a message to the browser)
+_BUTTONS = itertools.count()    # one run may not show one widget key twice
 
 
 @dataclass
@@ -90,6 +93,8 @@ class _Watch:
     done: list = field(default_factory=list)      # steps decoded per lane
     texts: list = field(default_factory=list)     # the text so far per lane
     box: object = None
+    lines: object = None                          # the bar and the text so far, redrawn; Stop is not
+    drawn_at: float = 0.0
     notice: object = None                         # "another session is decoding this", while it is
     draws: int = 0
     interrupted: ScriptControlException | None = None
@@ -121,21 +126,27 @@ class _Watch:
         except ScriptControlException as exc:     # Stop (or another click) interrupts this run
             self.interrupted = exc
             return False
-        return True
+        return not self.flight.stop.is_set()      # a redraw may be skipped: Stop still ends the decode here
 
     def _draw(self, fraction: float, left: float) -> None:
+        now = time.perf_counter()
         if self.box is None:
             self._clear_notice()
             self.box = st.empty()
+            with self.box.container(border=True):
+                self.lines = st.empty()
+                if self.stoppable:   # drawn once: a button redrawn at every step could move under the pointer
+                    st.button(t("common.stop"), key=f"_stop_button_{self.name}_{next(_BUTTONS)}", icon="⏹",
+                              on_click=_stop, args=(self.name,))
+        elif now - self.drawn_at < REDRAW_SECONDS and fraction < 1.0:
+            return
+        self.drawn_at = now
         self.draws += 1
-        with self.box.container(border=True):
+        with self.lines.container():
             st.progress(min(fraction, 1.0), text=t("common.decoding_progress", percent=f"{fraction:.0%}",
                                                    left=f"{left:.0f}"))
             for label, text, done, total in zip(self.labels, self.texts, self.done, self.totals):
                 st.markdown(f"**{for_markdown(label)}** · {done}/{total} · {for_markdown(visible(text))}")
-            if self.stoppable:       # a new key per drawing: one run may not show one key twice
-                st.button(t("common.stop"), key=f"_stop_button_{self.name}_{self.draws}", icon="⏹",
-                          on_click=_stop, args=(self.name,))
 
     def _clear_notice(self) -> None:
         if self.notice is not None:

@@ -9,6 +9,7 @@ import re
 from urllib.parse import urlencode
 
 import pytest
+from playwright.sync_api import expect
 
 from browser_helpers import (MODEL_TIMEOUT_MS, act, assert_no_exception, click_key, existing_pages, new_context,
                              open_page, running_server, screenshot, set_prompt, upload, wait_idle)
@@ -177,8 +178,9 @@ def test_a_copied_share_link_gives_the_same_text_in_another_session(browser, ser
         wait_idle(page2)
         page2.locator(TOKEN_SPANS).first.wait_for()
         assert shown_tokens(page2) == first          # the link opens on the step it was copied at
-        assert page2.locator("[data-testid='stSidebar'] .st-key-prompt textarea").first.input_value() == \
-            "Once upon a time, <b>a</b> fox & $x$"
+        # the sidebar's text box may be drawn a moment after the tokens; wait for its value, do not sample it once
+        expect(page2.locator("[data-testid='stSidebar'] .st-key-prompt textarea").first).to_have_value(
+            "Once upon a time, <b>a</b> fox & $x$", timeout=MODEL_TIMEOUT_MS)
         assert_no_exception(page2, server)
     finally:
         other.close()
