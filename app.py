@@ -2,11 +2,13 @@
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from ui import url_memory
 from ui.i18n import t
 from ui.landing import landing
 from ui.present import presentation_controls, sidebar_state
+from ui.settings import link_notes
 from ui.tour import guided_tour
 
 url_memory.restore_interface()      # language, presentation mode and tour survive a page switch
@@ -45,3 +47,8 @@ try:
     page.run()
 finally:
     url_memory.remember()
+    try:
+        for note in link_notes():      # what the address asked that no control could take as written
+            st.toast(note, icon="🔗")
+    except ScriptControlException:     # a run that Stop or another click interrupted draws nothing more
+        pass

@@ -13,7 +13,8 @@ from ui.present import main_chart, shortcut, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.served import served_badge, served_limits, served_trace, with_badge
 from ui.session import (LIGHT_NEW_TOKENS, connected_server, get_lm, keep_or_stop, model_facts_panel,
-                        served_selected, shared_sidebar, sync_url, url_number, url_value)
+                        served_selected, shared_sidebar, sync_url)
+from ui.settings import bounds, read
 from ui.strategy import make_config
 
 S = st.session_state
@@ -34,12 +35,12 @@ if uploaded is not None:
 else:
     viewing = False
     if "beam_search_lp" not in S:
-        S["beam_search_lp"] = url_number("length_penalty", 1.0, -2.0, 3.0)
+        S["beam_search_lp"] = read("length_penalty")
     cols = row["settings"].columns(3)
-    beams = cols[0].slider(t("step.num_beams"), 1, 8, key="num_beams",
-                           value=url_number("num_beams", 4, 1, 8), help=t("step.num_beams_help"))
+    beams = cols[0].slider(t("step.num_beams"), *bounds("num_beams"), key="num_beams",
+                           value=read("num_beams"), help=t("step.num_beams_help"))
     early = cols[1].toggle(t("beam.early_stopping"), key="early_stopping",
-                           value=url_value("early_stopping", False, bool), help=t("beam.early_stopping_help"))
+                           value=read("early_stopping"), help=t("beam.early_stopping_help"))
     cols[2].metric(t("beam.search_lp"), f"{S['beam_search_lp']:g}", help=t("beam.search_lp_help"))
     new_tokens = tokens_within_budget(beams, settings.max_new_tokens)     # each beam is a forward pass a step
     if new_tokens < settings.max_new_tokens:
@@ -142,8 +143,8 @@ def tree_panel():
     slot = stage()
 
     # ---- the length penalty: re-rank live from the recorded scores -------------------------------
-    live_lp = st.slider(t("beam.rerank_lp"), -2.0, 3.0, step=0.1, key="rerank_lp",
-                        value=url_number("rerank_lp", trace.config.length_penalty, -2.0, 3.0, float),
+    live_lp = st.slider(t("beam.rerank_lp"), *bounds("rerank_lp"), step=0.1, key="rerank_lp",
+                        value=read("rerank_lp", float(trace.config.length_penalty)),
                         help=t("beam.rerank_lp_help"))
     if uploaded is None:
         sync_url(rerank_lp=live_lp)

@@ -11,14 +11,13 @@ from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, get_lm, keep_or_stop, model_facts_panel, show_error,
-                        needs_weights, shared_sidebar, sync_url, url_number, url_value)
+                        needs_weights, shared_sidebar, sync_url)
+from ui.settings import DEFAULT_LANES, LANES, bounds, read
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
-LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")
-DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
 LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (engine/budget.py); a beam lane: its number of beams
 
 
@@ -30,21 +29,18 @@ with row["upload"]:
     uploaded = trace_upload("cmp_upload")
 
 # ---- which lanes, with which parameters -------------------------------------------------------
-url_lanes = [x for x in str(url_value("lanes", ",".join(DEFAULT_LANES))).split(",") if x in LANES]
 if "cmp_lanes" not in S:
-    S["cmp_lanes"] = url_lanes or list(DEFAULT_LANES)
+    S["cmp_lanes"] = read("lanes") or list(DEFAULT_LANES)
 slot = stage()
 chosen = row["settings"].multiselect(t("compare.lanes"), LANES, key="cmp_lanes",
                                      format_func=lambda x: t(f"compare.lane_{x}"), help=t("compare.lanes_help"))
 with row["settings"].expander(t("compare.lane_settings")):
     cols = st.columns(4)
-    top_k = cols[0].number_input(t("step.top_k"), 1, 1000, key="cmp_top_k", value=url_number("cmp_top_k", 40, 1, 1000))
-    top_p = cols[1].slider(t("step.top_p"), 0.05, 1.0, step=0.05, key="cmp_top_p",
-                           value=url_number("cmp_top_p", 0.9, 0.05, 1.0))
-    temperature = cols[2].slider(t("step.temperature"), 0.1, 3.0, step=0.1, key="cmp_temperature",
-                                 value=url_number("cmp_temperature", 0.7, 0.1, 3.0))
-    beams = cols[3].slider(t("step.num_beams"), 2, 8, key="cmp_beams",
-                           value=url_number("cmp_beams", 4, 2, 8))
+    top_k = cols[0].number_input(t("step.top_k"), *bounds("cmp_top_k"), key="cmp_top_k", value=read("cmp_top_k"))
+    top_p = cols[1].slider(t("step.top_p"), *bounds("cmp_top_p"), step=0.05, key="cmp_top_p", value=read("cmp_top_p"))
+    temperature = cols[2].slider(t("step.temperature"), *bounds("cmp_temperature"), step=0.1, key="cmp_temperature",
+                                 value=read("cmp_temperature"))
+    beams = cols[3].slider(t("step.num_beams"), *bounds("cmp_beams"), key="cmp_beams", value=read("cmp_beams"))
 sync_url(lanes=",".join(chosen), cmp_top_k=top_k, cmp_top_p=top_p, cmp_temperature=temperature, cmp_beams=beams)
 LANE_SETTINGS = {
     "greedy": dict(strategy="greedy"),

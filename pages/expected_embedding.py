@@ -11,9 +11,9 @@ from figures.embedding import lane_lines, neighbour_bars, projection_scatter, ta
 from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
 from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
-from ui.session import cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
+from ui.session import cached, get_lm, needs_weights, shared_sidebar, sync_url
+from ui.settings import TAUS, bounds, read
 
-TAUS = [10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01]
 
 st.title(t("embedding.title"))
 row = stage_row(t("embedding.intro"), settings=t("present.settings"))
@@ -29,12 +29,12 @@ if lm is None:
 # ---- controls --------------------------------------------------------------------------
 c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
-saved = url_value("ee_discrete", "greedy", str)
+saved = read("ee_discrete")
 discrete_mode = c1.radio(t("embedding.discrete"), modes, horizontal=True, key="ee_discrete",
                          index=modes.index(saved) if saved in modes else 0,
                          format_func=lambda m: t("embedding.mode_" + m))
-temperature = c2.slider(t("embedding.temperature"), 0.1, 3.0, step=0.05, key="ee_temperature",
-                        value=url_number("ee_temperature", 1.0, 0.1, 3.0), help=t("embedding.temperature_help"))
+temperature = c2.slider(t("embedding.temperature"), *bounds("ee_temperature"), step=0.05, key="ee_temperature",
+                        value=read("ee_temperature"), help=t("embedding.temperature_help"))
 sync_url(ee_discrete=discrete_mode, ee_temperature=temperature)
 base = DecodeConfig(max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat,
                     temperature=temperature, top_n=10)
@@ -108,9 +108,9 @@ def step_and_gumbel():
     scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
     st.markdown(t("embedding.gumbel_intro"))
     g1, g2 = st.columns(2)
-    tau = g1.select_slider("tau", TAUS[::-1], value=min(TAUS, key=lambda x: abs(x - url_value("ee_tau", 1.0, float))),
+    tau = g1.select_slider("tau", list(TAUS[::-1]), value=read("ee_tau"),
                            key="ee_tau", help=t("embedding.tau_help"))
-    hard = g2.toggle(t("embedding.hard"), value=url_value("ee_hard", False, bool), key="ee_hard",
+    hard = g2.toggle(t("embedding.hard"), value=read("ee_hard"), key="ee_hard",
                      help=t("embedding.hard_help"))
     sync_url(ee_tau=tau, ee_hard=hard)
     gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
@@ -118,8 +118,8 @@ def step_and_gumbel():
         gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
                            lambda: soft_lane(lm, settings.prompt, gumbel_config))
         sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
-                       lambda: gumbel_sweep(lm, settings.prompt, TAUS, seed=settings.seed, temperature=temperature,
-                                            chat=settings.chat))
+                       lambda: gumbel_sweep(lm, settings.prompt, list(TAUS), seed=settings.seed,
+                                            temperature=temperature, chat=settings.chat))
     g_steps = [s for s in gumbel.steps if s.feedback is not None]
     g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
     if g_step is not None:

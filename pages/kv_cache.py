@@ -10,7 +10,8 @@ from figures.labels import one_line
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
 from ui.present import main_chart, sized, stage, stage_row
-from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url, url_number, url_value
+from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url
+from ui.settings import bounds, read
 
 
 st.title(t("kv.title"))
@@ -28,10 +29,9 @@ if lm is None:
 left, right = row["settings"].columns(2)
 strategies = ("greedy", "beam")
 strategy = left.radio(t("kv.strategy"), strategies, horizontal=True, key="kv_strategy",
-                      index=strategies.index(url_value("kv_strategy", "greedy", str))
-                      if url_value("kv_strategy", "greedy", str) in strategies else 0,
+                      index=strategies.index(read("kv_strategy")),
                       format_func=lambda s: t("kv.strategy_" + s))
-beams = right.slider(t("kv.num_beams"), 2, 8, key="kv_beams", value=url_number("kv_beams", 4, 2, 8),
+beams = right.slider(t("kv.num_beams"), *bounds("kv_beams"), key="kv_beams", value=read("kv_beams"),
                      disabled=strategy != "beam")
 sync_url(kv_strategy=strategy, kv_beams=beams)
 # the page decodes the trace on screen, greedy beside a beam search, and soft (its last section): one budget

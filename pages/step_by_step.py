@@ -5,7 +5,6 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
-from engine.config import MAX_NEW_TOKENS
 from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
@@ -15,7 +14,8 @@ from ui.pipeline import render_escape, render_lens, render_stages
 from ui.present import main_chart, shortcut, stage_row
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
-                        shared_sidebar, show_error, sync_url, url_number)
+                        shared_sidebar, show_error, sync_url)
+from ui.settings import read
 from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -81,8 +81,8 @@ else:
             arriving = not isinstance(stepper, Stepper)      # a link's step counts once: a new prompt opens on 1
             stepper = Stepper(lm, settings.prompt, config)
             S["sbs"], S["sbs_identity"] = stepper, identity
-            if arriving and url_number("step", 1, 1, MAX_NEW_TOKENS, int) > 1:
-                stepper.go(url_number("step", 1, 1, MAX_NEW_TOKENS, int) - 1)
+            if arriving and read("step") > 1:
+                stepper.go(read("step") - 1)
         else:
             stepper.reconfigure(config)
         if "sbs_goto" in S:                # the loop-escape button asked to look at the loop's step again

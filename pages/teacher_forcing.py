@@ -16,8 +16,8 @@ from ui.i18n import t
 from ui.present import main_chart, sized, stage, stage_row
 from ui.served import served_teacher
 from ui.session import (DEMO_REFERENCES, LIGHT_NEW_TOKENS, cached, connected_server, demo_reference, get_lm,
-                        reference_within_limit, served_selected, shared_sidebar, show_error, sync_long_text, sync_url,
-                        url_number, url_value)
+                        reference_within_limit, served_selected, shared_sidebar, show_error, sync_long_text, sync_url)
+from ui.settings import bounds, read
 
 st.title(t("teacher.title"))
 row = stage_row(t("teacher.intro"), settings=t("present.settings"))
@@ -71,7 +71,7 @@ def written_for(reference: str) -> str:
 
 
 S = st.session_state
-saved_reference = url_value("tf_reference", demo_reference(settings.prompt))    # in the prompt's own language
+saved_reference = read("tf_reference", demo_reference(settings.prompt))    # in the prompt's own language
 if "tf_for" not in S or "tf_reference" not in S:
     # arriving on the page (the reference box is new): a stamp left from an earlier visit means nothing now;
     # a link's stamp goes with the link's reference, and a reference without one is placed by written_for
@@ -111,12 +111,12 @@ if S["tf_for"] != fingerprint(settings.prompt) and prompt_is_good():
     st.stop()
 c1, c2 = row["settings"].columns(2)
 modes = ("greedy", "sample")
-saved_mode = url_value("tf_mode", "greedy", str)
+saved_mode = read("tf_mode")
 mode = c1.radio(t("teacher.mode"), modes, horizontal=True, key="tf_mode",
                 index=modes.index(saved_mode) if saved_mode in modes else 0,
                 format_func=lambda m: t("teacher.mode_" + m), help=t("teacher.mode_help"))
-temperature = c2.slider(t("teacher.temperature"), 0.1, 2.0, step=0.05, key="tf_temperature",
-                        value=url_number("tf_temperature", 1.0, 0.1, 2.0), disabled=mode != "sample")
+temperature = c2.slider(t("teacher.temperature"), *bounds("tf_temperature"), step=0.05, key="tf_temperature",
+                        value=read("tf_temperature"), disabled=mode != "sample")
 sync_long_text("tf_reference", reference)        # a reference too long for a link stays out of it
 sync_url(tf_for=S["tf_for"], tf_mode=mode, tf_temperature=temperature)
 temperature = temperature if mode == "sample" else 1.0
@@ -198,7 +198,7 @@ else:
 # ---- 3. scheduled sampling ----------------------------------------------------------------
 st.subheader(t("teacher.scheduled_header"))
 st.markdown(t("teacher.scheduled_intro", seed=settings.seed))
-eps = st.slider("eps", 0.0, 1.0, step=0.05, key="tf_eps", value=url_number("tf_eps", 0.3, 0.0, 1.0),
+eps = st.slider("eps", *bounds("tf_eps"), step=0.05, key="tf_eps", value=read("tf_eps"),
                 help=t("teacher.eps_help"))
 sync_url(tf_eps=eps)
 identity = scored + (settings.chat, mode, temperature, settings.seed)
@@ -218,7 +218,7 @@ st.plotly_chart(sized(swap_strip(forced, mixed, strip_labels)), key="tf_strip_ch
 points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")
 # the curve costs many forward passes (about points/2 free runs): it runs when asked, and says so first
 st.caption(t("teacher.curve_cost", points=points, passes=f"{curve_passes(n, points, settings.seed):,}", n=n))
-show_curve = st.toggle(t("teacher.curve_toggle"), value=url_value("tf_curve", False, bool), key="tf_curve")
+show_curve = st.toggle(t("teacher.curve_toggle"), value=read("tf_curve"), key="tf_curve")
 sync_url(tf_curve=show_curve)          # a shared link opens with the curve when it was on
 if show_curve:
     with st.spinner(t("teacher.curve_running", points=points)):

@@ -7,7 +7,6 @@ results live in st.session_state.
 from __future__ import annotations
 
 import gc
-import math
 import os
 import threading
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
+from ui.settings import TABLE, Setting, bounds, read
 from engine.stepper import OPENINGS
 
 _load_lock = threading.Lock()
@@ -206,32 +206,19 @@ def url_bytes(text: str) -> int:
 
 
 def url_value(key: str, default, kind=str):
-    """A setting from session state, else the URL, else the default (bad URL values fall back)."""
-    if key in st.session_state:
-        return st.session_state[key]
-    raw = st.query_params.get(key)
-    if raw is None:
-        return default
-    try:
-        if kind is bool:
-            return raw in ("1", "true", "True")
-        value = kind(raw)
-    except (TypeError, ValueError):
-        return default
-    if isinstance(value, float) and not math.isfinite(value):
-        return default          # "nan" and "inf" parse as floats, but no setting means them
-    return value
+    """A setting from session state, else the URL, else the default, checked by `ui.settings` (a key not in its
+    table is read by the same rules, with no range)."""
+    if key in TABLE:
+        return read(key, default)
+    return read(key, setting=Setting(kind(default) if kind is not str else str(default)))
 
 
 def url_number(key: str, default, low, high, kind=None):
-    """A numeric setting from session state or the URL, held inside the widget's range [low, high]
-    (a hand-edited URL must not crash a widget). kind: int or float, else the default's type."""
+    """A numeric setting held inside [low, high]; keys in `ui.settings.TABLE` take the table's range."""
+    if key in TABLE:
+        return read(key, default)
     kind = kind or type(default)
-    value = url_value(key, default, kind)
-    try:
-        return min(max(kind(value), low), high)
-    except (TypeError, ValueError, OverflowError):
-        return default
+    return read(key, setting=Setting(kind(default), low, high))
 
 
 def sync_url(**values) -> None:
@@ -269,13 +256,11 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
             copy_link_control()
         language_control()
         model = model_controls()
-        prompt = st.text_area(t("common.prompt"), value=url_value("prompt", landing_prompt()), key="prompt", height=90)
-        chat = st.toggle(t("common.chat"), value=url_value("chat", False, bool), key="chat", help=t("common.chat_help"))
-        seed = st.number_input(t("common.seed"), min_value=0, max_value=2**31 - 1, step=1,
-                               value=url_number("seed", 0, 0, 2**31 - 1), key="seed")
-        max_new = st.number_input(t("common.max_new_tokens"), min_value=1, max_value=MAX_NEW_TOKENS, step=1,
-                                  value=url_number("max_new_tokens", default_new_tokens, 1, MAX_NEW_TOKENS),
-                                  key="max_new_tokens")
+        prompt = st.text_area(t("common.prompt"), value=read("prompt", landing_prompt()), key="prompt", height=90)
+        chat = st.toggle(t("common.chat"), value=read("chat"), key="chat", help=t("common.chat_help"))
+        seed = st.number_input(t("common.seed"), *bounds("seed"), step=1, value=read("seed"), key="seed")
+        max_new = st.number_input(t("common.max_new_tokens"), *bounds("max_new_tokens"), step=1,
+                                  value=read("max_new_tokens", default_new_tokens), key="max_new_tokens")
     prompt = _prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())

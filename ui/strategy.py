@@ -10,39 +10,19 @@ import streamlit as st
 
 from engine import WARPED_STRATEGIES, DecodeConfig
 from ui.i18n import t
-from ui.session import SharedSettings, sync_url, url_number, url_value
+from ui.session import SharedSettings, sync_url
+from ui.settings import bounds, read
 
-# (field, default, kind) of every strategy parameter kept in the URL
-PARAMS = (
-    ("strategy", "greedy", str),
-    ("temperature", 1.0, float),
-    ("top_k", 0, int),
-    ("top_p", 1.0, float),
-    ("min_p", 0.0, float),
-    ("repetition_penalty", 1.0, float),
-    ("num_beams", 4, int),
-    ("length_penalty", 1.0, float),
-    ("tau", 1.0, float),
-    ("top_n", 20, int),
-)
-# the range of each numeric control; a value from the URL is held inside it, shown or not
-RANGES = {
-    "temperature": (0.05, 3.0), "top_k": (0, 1000), "top_p": (0.01, 1.0), "min_p": (0.0, 0.5),
-    "repetition_penalty": (0.5, 2.0), "num_beams": (1, 8), "length_penalty": (-2.0, 3.0), "tau": (0.05, 3.0),
-    "top_n": (5, 50),
-}
-
-
-def _from_url(key: str, default, kind=float):
-    """A numeric parameter from session state or the URL, held inside its control's range."""
-    return url_number(key, default, *RANGES[key], kind)
+# every strategy parameter kept in the URL (types, defaults and ranges: ui.settings.TABLE)
+PARAMS = ("strategy", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "num_beams", "length_penalty",
+          "tau", "top_n")
 
 
 def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
     """Render the strategy picker and the parameters it uses; return the values for DecodeConfig."""
     box = container or st
     values = {}
-    strategy = url_value("strategy", "greedy", str)
+    strategy = read("strategy")
     if strategy not in strategies:
         strategy = strategies[0]
         st.session_state.pop("strategy", None)
@@ -53,43 +33,43 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
     strategy = values["strategy"]
     cols = box.columns(4)
     if strategy in WARPED_STRATEGIES:
-        values["temperature"] = cols[0].slider(t("step.temperature"), *RANGES["temperature"], step=0.05,
-                                               key="temperature", value=_from_url("temperature", 1.0),
+        values["temperature"] = cols[0].slider(t("step.temperature"), *bounds("temperature"), step=0.05,
+                                               key="temperature", value=read("temperature"),
                                                help=t("step.temperature_help"))
-        values["top_k"] = cols[1].number_input(t("step.top_k"), *RANGES["top_k"], step=1, key="top_k",
-                                               value=_from_url("top_k", 0, int), help=t("step.top_k_help"))
-        values["top_p"] = cols[2].slider(t("step.top_p"), *RANGES["top_p"], step=0.01, key="top_p",
-                                         value=_from_url("top_p", 1.0), help=t("step.top_p_help"))
-        values["min_p"] = cols[3].slider(t("step.min_p"), *RANGES["min_p"], step=0.01, key="min_p",
-                                         value=_from_url("min_p", 0.0), help=t("step.min_p_help"))
+        values["top_k"] = cols[1].number_input(t("step.top_k"), *bounds("top_k"), step=1, key="top_k",
+                                               value=read("top_k"), help=t("step.top_k_help"))
+        values["top_p"] = cols[2].slider(t("step.top_p"), *bounds("top_p"), step=0.01, key="top_p",
+                                         value=read("top_p"), help=t("step.top_p_help"))
+        values["min_p"] = cols[3].slider(t("step.min_p"), *bounds("min_p"), step=0.01, key="min_p",
+                                         value=read("min_p"), help=t("step.min_p_help"))
         if strategy == "gumbel":
-            values["tau"] = box.slider(t("step.tau"), *RANGES["tau"], step=0.05, key="tau",
-                                       value=_from_url("tau", 1.0))
+            values["tau"] = box.slider(t("step.tau"), *bounds("tau"), step=0.05, key="tau",
+                                       value=read("tau"))
     elif strategy == "beam":
-        values["num_beams"] = cols[0].slider(t("step.num_beams"), *RANGES["num_beams"], key="num_beams",
-                                             value=_from_url("num_beams", 4, int), help=t("step.num_beams_help"))
-        values["length_penalty"] = cols[1].slider(t("step.length_penalty"), *RANGES["length_penalty"], step=0.1,
-                                                  key="length_penalty", value=_from_url("length_penalty", 1.0),
+        values["num_beams"] = cols[0].slider(t("step.num_beams"), *bounds("num_beams"), key="num_beams",
+                                             value=read("num_beams"), help=t("step.num_beams_help"))
+        values["length_penalty"] = cols[1].slider(t("step.length_penalty"), *bounds("length_penalty"), step=0.1,
+                                                  key="length_penalty", value=read("length_penalty"),
                                                   help=t("step.length_penalty_help"))
     with box.expander(t("step.more_settings")):
-        values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), *RANGES["repetition_penalty"], step=0.05,
+        values["repetition_penalty"] = st.slider(t("step.repetition_penalty"), *bounds("repetition_penalty"), step=0.05,
                                                  key="repetition_penalty",
-                                                 value=_from_url("repetition_penalty", 1.0),
+                                                 value=read("repetition_penalty"),
                                                  help=t("step.repetition_penalty_help"))
-        values["top_n"] = st.slider(t("step.top_n"), *RANGES["top_n"], key="top_n", value=_from_url("top_n", 20, int),
+        values["top_n"] = st.slider(t("step.top_n"), *bounds("top_n"), key="top_n", value=read("top_n"),
                                     help=t("step.top_n_help"))
     # hidden parameters keep their URL value, so switching back restores them; a value no control
     # would allow (num_beams=-3 while greedy is shown) is held inside the control's range, as if shown
-    for key, default, kind in PARAMS:
+    for key in PARAMS:
         if key not in values:
-            values[key] = _from_url(key, default, kind) if key in RANGES else url_value(key, default, kind)
-    sync_url(**{k: values[k] for k, _, _ in PARAMS})
+            values[key] = read(key)
+    sync_url(**{k: values[k] for k in PARAMS})
     return values
 
 
 def make_config(settings: SharedSettings, values: dict, **overrides) -> DecodeConfig:
     """A DecodeConfig from the shared sidebar settings and the strategy values."""
-    fields = {k: values[k] for k, _, _ in PARAMS if k in values}
+    fields = {k: values[k] for k in PARAMS if k in values}
     fields.update(seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat)
     fields.update(overrides)
     if fields.get("strategy") == "beam":

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import settings
+
 INTERFACE_KEYS = ("lang", "present", "tour")
 _MEMORY = "_url_memory"     # the query string at the end of the last run
 _PAGE = "_url_page"         # the page of the last run
@@ -53,37 +55,25 @@ def _bring_back() -> None:
 
 
 def follow_link() -> None:
-    """A setting the address changed since the last run came from a link (widgets write the address
+    """A setting the address changed since the last run came from a link or Back (widgets write the address
     themselves, at the end of a run). A widget keeps its value in session state, which wins over the
     address, so a link to the page on screen would set only what no widget holds: "Show me" sampling
-    with top-p left the strategy on greedy. Give those widgets the link's value; set through session
-    state, it reaches the widget on screen too."""
+    with top-p left the strategy on greedy. Give those widgets the link's value, checked and held in range
+    by `ui.settings` as on every other way in; a value nothing can use leaves the widget to the address
+    (which `ui.settings.read` then refuses, with its note)."""
     memory = st.session_state.get(_MEMORY)
     if memory is None:
         return
     for key, value in st.query_params.to_dict().items():
-        widget = LINKED_WIDGETS.get(key, key)
+        widget = settings.widget_key(key)
         if key in INTERFACE_KEYS or memory.get(key) == value or widget not in st.session_state:
             continue
+        # a key not in the table is read by its widget's current type, with no range
+        setting = settings.TABLE.get(key) or settings.Setting(st.session_state[widget])
         try:
-            st.session_state[widget] = _like(st.session_state[widget], value)
-        except (TypeError, ValueError):
-            st.session_state.pop(widget, None)      # the widget reads the address itself
-
-
-def _like(current, text: str):
-    """The address's text as a value of the widget's own type."""
-    if isinstance(current, bool):
-        return text in ("1", "true", "True")
-    if isinstance(current, (int, float)):
-        return type(current)(float(text)) if isinstance(current, int) else float(text)
-    if isinstance(current, list):
-        return [x for x in text.split(",") if x]
-    return text
-
-
-# URL keys whose widget has a key of its own
-LINKED_WIDGETS = {"lanes": "cmp_lanes"}
+            st.session_state[widget] = settings.parse(key, value, setting)
+        except (settings.Unusable, TypeError, ValueError):
+            st.session_state.pop(widget, None)
 
 
 def remember() -> None:

@@ -1,0 +1,249 @@
+"""Every setting a page keeps in its address, in one table: its type, default, range and choices.
+
+A setting reaches a page by four ways: the address typed or linked (`read`), a link followed or Back
+pressed while the page is open (`ui.url_memory.follow_link`), the session state a widget left, and the
+widget's own default. All four go through `checked`: a number is parsed, must be finite and is held inside
+its widget's range; a choice must be one of its choices; a text must be encodable Unicode. The widgets take
+their ranges from `bounds`, so a range is written once. A value from an address that had to be changed is
+named in one short note (`link_notes`), quoted only by a short prefix: an address is anyone's to write.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import streamlit as st
+
+from engine.config import MAX_NEW_TOKENS, STRATEGIES
+from engine.model import DTYPES
+
+QUOTE_CHARS = 40        # a refused value is quoted by at most this many characters
+_NOTES = "_link_notes"  # this run's notes: {key: text}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One address setting. kind comes from the default (bool, int, float, str, list)."""
+    default: object
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None          # a value outside them falls back to the default
+    widget: str | None = None             # its widget's session-state key, when not the address key
+
+    @property
+    def kind(self) -> type:
+        return type(self.default)
+
+
+LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")     # Compare's lanes
+DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
+TAUS = (10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)           # Gumbel-softmax temperatures offered
+
+TABLE: dict[str, Setting] = {
+    # the sidebar every page shares (model and prompt have defaults that depend on the language)
+    "model": Setting(""),
+    "prompt": Setting(""),
+    "chat": Setting(False),
+    "seed": Setting(0, 0, 2**31 - 1),
+    "max_new_tokens": Setting(24, 1, MAX_NEW_TOKENS),
+    "device": Setting("auto", choices=("auto", "cpu", "cuda", "mps")),
+    "dtype": Setting("auto", choices=DTYPES),
+    "server": Setting(""),
+    "served_model": Setting(""),
+    # the strategy controls (Step by step, Beam tree)
+    "strategy": Setting("greedy", choices=STRATEGIES),
+    "temperature": Setting(1.0, 0.05, 3.0),
+    "top_k": Setting(0, 0, 1000),
+    "top_p": Setting(1.0, 0.01, 1.0),
+    "min_p": Setting(0.0, 0.0, 0.5),
+    "repetition_penalty": Setting(1.0, 0.5, 2.0),
+    "num_beams": Setting(4, 1, 8),
+    "length_penalty": Setting(1.0, -2.0, 3.0),
+    "tau": Setting(1.0, 0.05, 3.0),
+    "top_n": Setting(20, 5, 50),
+    "step": Setting(1, 1, MAX_NEW_TOKENS),
+    # Beam tree
+    "early_stopping": Setting(False),
+    "rerank_lp": Setting(1.0, -2.0, 3.0),
+    # Compare
+    "lanes": Setting(list(DEFAULT_LANES), choices=LANES, widget="cmp_lanes"),
+    "cmp_top_k": Setting(40, 1, 1000),
+    "cmp_top_p": Setting(0.9, 0.05, 1.0),
+    "cmp_temperature": Setting(0.7, 0.1, 3.0),
+    "cmp_beams": Setting(4, 2, 8),
+    # Expected embedding
+    "ee_discrete": Setting("greedy", choices=("greedy", "sample")),
+    "ee_temperature": Setting(1.0, 0.1, 3.0),
+    "ee_tau": Setting(1.0, 0.01, 10.0, choices=TAUS),
+    "ee_hard": Setting(False),
+    # Teacher forcing
+    "tf_reference": Setting(""),
+    "tf_for": Setting(""),
+    "tf_mode": Setting("greedy", choices=("greedy", "sample")),
+    "tf_temperature": Setting(1.0, 0.1, 2.0),
+    "tf_eps": Setting(0.3, 0.0, 1.0),
+    "tf_curve": Setting(False),
+    # KV cache
+    "kv_strategy": Setting("greedy", choices=("greedy", "beam")),
+    "kv_beams": Setting(4, 2, 8),
+}
+
+
+class Unusable(ValueError):
+    """A value no widget can take: the reason, in the note's words."""
+
+
+def bounds(key: str) -> tuple:
+    """(low, high) of a numeric setting, for its widget."""
+    setting = TABLE[key]
+    return setting.low, setting.high
+
+
+def widget_key(key: str) -> str:
+    """The session-state key of the widget that shows the address key `key`."""
+    setting = TABLE.get(key)
+    return (setting.widget if setting else None) or key
+
+
+def encodable(text: str) -> str:
+    """`text` with lone surrogates (which no page can encode or send) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+
+
+def parse(key: str, text: str, setting: Setting | None = None):
+    """The address's text as the setting's value, held inside its range; Unusable when nothing usable is
+    there (not a number, not finite, not one of the choices)."""
+    setting = setting or TABLE[key]
+    kind = setting.kind
+    if kind is bool:
+        if text in ("1", "true", "True"):
+            return True
+        if text in ("0", "false", "False", ""):
+            return False
+        raise Unusable("not_switch")
+    if kind in (int, float):
+        try:
+            number = float(text)
+        except (TypeError, ValueError):
+            raise Unusable("not_number") from None
+        if not math.isfinite(number):
+            raise Unusable("not_finite")
+        return clamp(setting, kind(number) if kind is float else int(number))
+    if kind is list:
+        items = [x for x in encodable(str(text)).split(",") if x]
+        kept = [x for x in items if setting.choices is None or x in setting.choices]
+        if items and not kept:
+            raise Unusable("not_choice")
+        return kept
+    text = encodable(str(text))
+    if setting.choices is not None and text not in setting.choices:
+        raise Unusable("not_choice")
+    return text
+
+
+def clamp(setting: Setting, value):
+    """A number held inside the setting's range (and on the nearest of its choices, if it has some)."""
+    if setting.choices is not None:
+        return min(setting.choices, key=lambda choice: abs(choice - value))
+    if setting.low is not None:
+        value = max(value, setting.kind(setting.low))
+    if setting.high is not None:
+        value = min(value, setting.kind(setting.high))
+    return value
+
+
+def checked(key: str, value, setting: Setting | None = None):
+    """A value from session state (a widget's, or one set by code) as the setting allows it; Unusable if not."""
+    setting = setting or TABLE[key]
+    kind = setting.kind
+    if kind is bool:
+        return bool(value)
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Unusable("not_number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise Unusable("not_finite")
+        try:
+            return clamp(setting, kind(value))
+        except OverflowError:
+            raise Unusable("not_finite") from None
+    if kind is list:
+        return [encodable(str(x)) for x in value if setting.choices is None or x in setting.choices]
+    text = encodable(str(value))
+    if setting.choices is not None and text not in setting.choices:
+        raise Unusable("not_choice")
+    return text
+
+
+def read(key: str, default=None, setting: Setting | None = None):
+    """A setting from session state, else the address, else the default; always a value its widget takes.
+    default: overrides the table's (a page's own opening length, a prompt in the user's language)."""
+    setting = setting or TABLE[key]
+    fallback = setting.default if default is None else default
+    widget = setting.widget or key
+    if widget in st.session_state:
+        held = st.session_state[widget]
+        try:
+            value = checked(key, held, setting)
+        except Unusable:
+            _forget(widget)
+        else:
+            if value != held or type(value) is not type(held):
+                _set(widget, value)
+            return value
+    raw = st.query_params.get(key)
+    if raw is None:
+        return fallback
+    try:
+        value = parse(key, raw, setting)
+    except Unusable as why:
+        _note(key, raw, str(why), fallback)
+        return fallback
+    if setting.kind in (int, float) and value != _plain(raw, setting.kind):
+        _note(key, raw, "held", value)
+    elif setting.kind is str and value != raw:
+        _note(key, raw, "unicode", value)
+    return value
+
+
+def _set(widget: str, value) -> None:
+    """Put a checked value where its widget reads it (not possible once the widget is drawn in this run)."""
+    try:
+        st.session_state[widget] = value
+    except st.errors.StreamlitAPIException:
+        pass
+
+
+def _forget(widget: str) -> None:
+    try:
+        del st.session_state[widget]
+    except (KeyError, st.errors.StreamlitAPIException):
+        pass
+
+
+def _plain(raw: str, kind: type):
+    """The number the address wrote, before clamping (for the note that says it was held)."""
+    number = float(raw)
+    return number if kind is float else int(number)
+
+
+def _note(key: str, raw: str, why: str, used) -> None:
+    """Remember, for this run, that the address's `key` could not be used as written."""
+    from figures.labels import one_line
+    from ui.i18n import t
+
+    def quoted(value) -> str:
+        text = encodable(",".join(map(str, value)) if isinstance(value, list) else str(value))
+        return one_line(text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "…")
+
+    notes = st.session_state.setdefault(_NOTES, {})
+    notes[key] = t(f"common.link_{why}", name=one_line(key[:QUOTE_CHARS]), value=quoted(raw), used=quoted(used))
+
+
+def link_notes() -> list:
+    """The notes of this run (and forget them): what the address asked that a page could not do as written."""
+    return list(st.session_state.pop(_NOTES, {}).values())
