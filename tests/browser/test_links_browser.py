@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from browser_helpers import SCREENSHOTS, act, assert_no_exception, open_page
+from browser_helpers import SCREENSHOTS, act, assert_no_exception, open_page, screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,3 +46,24 @@ def test_the_gumbel_link_lands_on_the_gumbel_section(page, server):
     assert 0 <= top <= 900 - 150, top          # on the first screen, with room for the section below it
     assert "section" not in dict(parse_qsl(urlsplit(page.url).query))     # asked once, then dropped
     page.screenshot(path=str(SCREENSHOTS / "gumbel_link_landing.png"))
+
+
+def test_back_and_forward_to_an_address_beyond_every_range_keep_the_page_whole(page, server):
+    """Back and Forward change the address under widgets that already hold values (ui.url_memory.follow_link):
+    a value outside a widget's range, not finite or with hundreds of digits must be held or refused there
+    too, and a text with bytes that are not UTF-8 must be shown, not raise. Reference: ui.settings.TABLE."""
+    from ui.settings import TABLE
+
+    open_page(page, server, "beam_tree", "lang=en&num_beams=3&max_new_tokens=3&rerank_lp=1.0")
+    wild = "&".join(f"{key}={value}" for key, value in
+                    [("num_beams", "9" * 300), ("rerank_lp", "1e400"), ("seed", "nan"), ("max_new_tokens", "-7"),
+                     ("top_n", "5000"), ("prompt", "caf%ED%A0%80s")])
+    page.evaluate(f"history.pushState(null, '', location.pathname + '?lang=en&{wild}')")
+    act(page, lambda: page.go_back())
+    act(page, lambda: page.go_forward())          # the browser leaves the address; Streamlit reruns on it
+    assert_no_exception(page, server)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert int(sidebar.locator(".st-key-max_new_tokens input").input_value()) >= TABLE["max_new_tokens"].low
+    beams = page.locator(".st-key-num_beams input[type=range]").first
+    assert int(beams.get_attribute("value")) <= TABLE["num_beams"].high
+    screenshot(page, "back_forward_wild_address")
