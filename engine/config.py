@@ -9,7 +9,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from .errors import ConfigError, quoted
 
 STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel")
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
@@ -61,7 +61,7 @@ class DecodeConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(values) - names
         if unknown:
-            raise ConfigError(sorted(unknown)[0], f"unknown setting '{sorted(unknown)[0]}'")
+            raise ConfigError(str(sorted(unknown)[0])[:40], f"unknown setting {quoted(sorted(unknown)[0])}")
         kinds = {f.name: f.type for f in dataclasses.fields(cls)}
         clean = {}
         for key, value in values.items():
@@ -87,7 +87,7 @@ class DecodeConfig:
                 else:
                     clean[key] = str(value)
             except (TypeError, ValueError, OverflowError):
-                raise ConfigError(key, f"{key} must be a {kind}, got {value!r}") from None
+                raise ConfigError(key, f"{key} must be a {kind}, got {quoted(value)}") from None
         return cls(**clean)
 
     def validate(self, vocab_size: int | None = None) -> "DecodeConfig":
@@ -100,7 +100,7 @@ class DecodeConfig:
             if isinstance(value, float) and not math.isfinite(value):
                 bad(f.name, f"must be a finite number, got {value}")
         if self.strategy not in STRATEGIES:
-            bad("strategy", f"unknown strategy '{self.strategy}'; choose one of {', '.join(STRATEGIES)}")
+            bad("strategy", f"unknown strategy {quoted(self.strategy)}; choose one of {', '.join(STRATEGIES)}")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             bad("max_new_tokens", f"must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
         if self.temperature <= 0:

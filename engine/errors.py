@@ -19,3 +19,18 @@ class ModelLoadError(DecodeScopeError):
 
 class TraceFormatError(DecodeScopeError, ValueError):
     """A trace file is not valid DecodeScope trace JSON."""
+
+
+QUOTE_CHARS = 40
+
+
+def quoted(value, limit: int = QUOTE_CHARS) -> str:
+    """A value for an error message: its repr, cut to `limit` characters. A value comes from a file or an
+    address anyone can write; a message that quoted a 15 MB string whole would be a 15 MB sentence."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def shortened(text: str, limit: int = 300) -> str:
+    """A message cut to `limit` characters (it may quote a value somebody else wrote)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -118,6 +118,22 @@ def refused(greedy, beam) -> list:
     cases.append(Case("container-flood", _dump(dict(g, findings={"x": [[] for _ in range(600_000)]})),
                       ("objects and arrays",)))
     cases.append(Case("not-utf8", b'{"schema": "decodescope.trace/1", "prompt": "\xff\xfe"}', ("UTF-8",)))
+    cases.append(Case("latin1", _dump(g).replace(b'"prompt": "', '"prompt": "caf\xe9 '.encode("latin-1"), 1),
+                      ("UTF-8",)))
+    # valid but heavy: a refusal quotes a short prefix of a long value, never the value whole
+    long_text = "A" * 1_000_000
+    case("long-status", b, set_in(["nodes", 3, "status"], long_text), "node", "status", "'AAAA")
+    case("long-fact", g, set_in(["model_facts", "architecture"], long_text), "model_facts", "1,000,000 characters")
+    case("long-config-value", g, set_in(["config", "strategy"], long_text), "strategy", "'AAAA")
+    case("long-config-key", g, lambda d: d["config"].__setitem__(long_text, 1), "config", "characters")
+    case("long-model-name", g, set_in(["model"], long_text), "model", "1,000,000 characters")
+    case("long-version", g, set_in(["versions", "torch"], long_text), "versions", "characters")
+    case("numbers-flood-in-findings", g, lambda d: d["findings"].__setitem__("x", list(range(300_000))),
+         "findings", "values")
+    case("deep-versions", g, set_in(["versions", "x"], json.loads("[" * 15 + "]" * 15)), "versions", "nested")
+    case("surrogate-in-an-unread-field", g, lambda d: None, "surrogate")
+    cases[-1] = Case("surrogate-in-an-unread-field",
+                     _dump(g).replace(b'{', b'{"note": "\\udc80 is fine, \udc80 is not", ', 1), ("surrogate",))
     return cases
 
 

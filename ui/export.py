@@ -38,6 +38,23 @@ def export_bar(trace: Trace | None, fig, page: str, key: str) -> None:
                                 help=t("export.download_figure_help"))
 
 
+NAME_CHARS = 300       # of a file's name or a model's name in a message
+
+
+def _read_once(key: str, uploaded) -> tuple:
+    """(trace, None) or (None, the reason), read and checked once per file: every rerun of the page (each
+    click) would otherwise parse and check the whole file again."""
+    memo = st.session_state.get(f"_read_{key}")
+    if memo is not None and memo[0] == uploaded.file_id:
+        return memo[1], memo[2]
+    try:
+        result = (Trace.from_json(uploaded.getvalue()), None)
+    except TraceFormatError as exc:
+        result = (None, str(exc))
+    st.session_state[f"_read_{key}"] = (uploaded.file_id, *result)
+    return result
+
+
 def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
     """A file picker for a trace; returns the Trace, or None (after a clear message if the file is bad).
 
@@ -46,15 +63,16 @@ def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
     box = container or st
     uploaded = box.file_uploader(t("export.upload_trace"), type=["json"], key=key, help=t("export.upload_trace_help"))
     if uploaded is None:
+        st.session_state.pop(f"_read_{key}", None)
         return None
-    try:
-        trace = Trace.from_json(uploaded.getvalue())
-    except TraceFormatError as exc:
-        box.error(t("export.bad_trace", name=for_markdown(uploaded.name), error=for_markdown(str(exc))))
+    trace, error = _read_once(key, uploaded)
+    if error is not None:
+        box.error(t("export.bad_trace", name=for_markdown(uploaded.name[:NAME_CHARS]), error=for_markdown(error)))
         return None
     problem = refuse(trace) if refuse is not None else None
     if problem:
         box.error(problem)
         st.stop()
-    box.success(t("export.showing_upload", name=for_markdown(uploaded.name), model=for_markdown(trace.model)))
+    box.success(t("export.showing_upload", name=for_markdown(uploaded.name[:NAME_CHARS]),
+                  model=for_markdown(trace.model[:NAME_CHARS])))
     return trace

@@ -411,22 +411,29 @@ def _mps() -> bool:
     return torch.backends.mps.is_available()
 
 
+def prompt_problem(prompt: str, lm: LoadedModel | None = None, tokens: int | None = None) -> str | None:
+    """Why this server will not decode `prompt` (too many bytes, or tokens once a model can count them), else
+    None. tokens: the count when it is known already (a recorded trace's prompt ids)."""
+    size = len(prompt.encode("utf-8", errors="surrogatepass"))
+    if size > PROMPT_LIMIT_BYTES:
+        return t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")
+    if tokens is None:
+        tokens = 0
+        if lm is not None and unpaired_surrogate(prompt) is None:      # (the engine names a lone surrogate)
+            tokens = len(lm.tokenizer(prompt)["input_ids"])
+    if tokens > PROMPT_LIMIT_TOKENS:
+        return t("common.prompt_too_many_tokens", n=f"{tokens:,}", limit=f"{PROMPT_LIMIT_TOKENS:,}")
+    return None
+
+
 def _prompt_within_limit(prompt: str, model: str) -> str:
     """The prompt, or the last one within the limits when this one is over them: refused here, before
     any forward pass, and the results of the last good prompt stay on screen. Bytes are counted
     first; tokens too when the model is already loaded (tokenizing takes milliseconds)."""
-    size = len(prompt.encode("utf-8", errors="surrogatepass"))
-    if size > PROMPT_LIMIT_BYTES:
-        problem = t("common.prompt_too_big", n=f"{size:,}", limit=f"{PROMPT_LIMIT_BYTES:,}")
-    else:
-        lm = _models().get(model_key(model))
-        tokens = 0
-        if lm is not None and unpaired_surrogate(prompt) is None:      # (the engine names a lone surrogate)
-            tokens = len(lm.tokenizer(prompt)["input_ids"])
-        if tokens <= PROMPT_LIMIT_TOKENS:
-            st.session_state["_last_good_prompt"] = prompt
-            return prompt
-        problem = t("common.prompt_too_many_tokens", n=f"{tokens:,}", limit=f"{PROMPT_LIMIT_TOKENS:,}")
+    problem = prompt_problem(prompt, _models().get(model_key(model)))
+    if problem is None:
+        st.session_state["_last_good_prompt"] = prompt
+        return prompt
     previous = st.session_state.get("_last_good_prompt")
     keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None)
     return previous

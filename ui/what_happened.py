@@ -215,7 +215,13 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
     identity = (trace.model, trace.prompt, ids, trace.config, sequence, step)
     result_key = f"{key_prefix}_replay"
     if cols[1].button(t("explain.replay_button"), key=f"{key_prefix}_replay_go", icon="↩️", width="stretch"):
-        model = lm if lm is not None else _shared_model(trace.model)
+        from ui.session import prompt_problem
+
+        # a file's prompt passes the limits a typed one does, before any forward pass
+        problem = prompt_problem(trace.prompt, tokens=len(trace.prompt_token_ids))
+        model = None if problem else lm if lm is not None else _shared_model(trace.model)
+        if problem:
+            st.error(for_markdown(problem))
         if model is not None:
             try:
                 with st.spinner(t("explain.replay_running")):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ..config import MAX_BEAMS, MAX_TOP_N
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, quoted
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
@@ -79,9 +79,9 @@ class _Checker:
             if value is None:
                 continue
             if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                _fail(f"model fact '{key}' must be a whole number of at least 0, got {value!r}")
+                _fail(f"model fact '{key}' must be a whole number of at least 0, got {quoted(value)}")
             if kind is not int and not isinstance(value, kind):
-                _fail(f"model fact '{key}' must be {'text' if kind is str else 'true or false'}, got {value!r}")
+                _fail(f"model fact '{key}' must be {'text' if kind is str else 'true or false'}, got {quoted(value)}")
         vocab = self.trace.model_facts.get("vocab_size")
         if vocab is not None:
             if vocab < 1:
@@ -229,7 +229,7 @@ class _Checker:
                       "(a parent comes one step before its child)")
             self.token(node.token_id, where)
             if node.status not in STATUSES:
-                _fail(f"{where}: status '{node.status}' is not one of {', '.join(STATUSES)}")
+                _fail(f"{where}: status {quoted(node.status)} is not one of {', '.join(STATUSES)}")
             if not 0 <= node.beam < max(self.config.num_beams, 1):
                 _fail(f"{where}: its 'beam' {node.beam} is outside 0..{self.config.num_beams - 1}")
             if node.rank < 1:

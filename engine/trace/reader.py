@@ -8,7 +8,7 @@ import math
 import re
 
 from ..config import DecodeConfig
-from ..errors import ConfigError, TraceFormatError
+from ..errors import ConfigError, TraceFormatError, quoted
 from .records import Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
 
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
@@ -170,6 +170,16 @@ def _str(value) -> str:
     return value
 
 
+MAX_NAME = 1_000                 # characters of a model's name or address
+
+
+def _name(value) -> str:
+    text = _str(value)
+    if len(text) > MAX_NAME:
+        raise ValueError(f"a name of {len(text):,} characters, more than {MAX_NAME:,} ({quoted(text)})")
+    return text
+
+
 def _utf8(text: str) -> None:
     try:
         text.encode("utf-8")
@@ -178,8 +188,7 @@ def _utf8(text: str) -> None:
 
 
 def _short(value) -> str:
-    text = repr(value) if not isinstance(value, dict | list) else _kind(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return _kind(value) if isinstance(value, dict | list) else quoted(value)
 
 
 def _list(value) -> list:
@@ -261,23 +270,35 @@ def _optional_int(value) -> int | None:
     return None if value is None else _int(value)
 
 
+MAX_FREE_ITEMS = 100_000         # values in one free-form field; a 1,024-step sampled run's findings hold ~10,000
+MAX_FREE_DEPTH = 10              # its nesting; findings nest 7 deep
+MAX_FREE_TEXT = 10_000           # characters in one of its texts; a real fact or version is under 100
+
+
 def _plain_dict(value) -> dict:
-    """A free-form object (facts, versions, timings, findings): any JSON whose numbers are finite
-    and whose text is real Unicode, so it can be shown and saved again."""
+    """A free-form object (facts, versions, timings, findings): any JSON whose numbers are finite and whose
+    text is real Unicode, so it can be shown and saved again; bounded in values, depth and text length, so
+    no field costs more to check and keep than the steps themselves."""
     if not isinstance(value, dict):
         raise TypeError(f"expected an object, got {_kind(value)}")
-    stack = [("", value)]
-    while stack:                     # nesting is bounded by MAX_DEPTH before parsing
-        place, item = stack.pop()
+    stack = [("", value, 1)]
+    seen = 0
+    while stack:
+        place, item, depth = stack.pop()
+        seen += 1
         try:
+            if seen > MAX_FREE_ITEMS:
+                raise ValueError(f"holds more than {MAX_FREE_ITEMS:,} values")
+            if depth > MAX_FREE_DEPTH and isinstance(item, dict | list):
+                raise ValueError(f"is nested more than {MAX_FREE_DEPTH} levels deep")
             if isinstance(item, dict):
                 for key, inner in item.items():
-                    _utf8(key)
-                    stack.append((f"{place}.{key}" if place else key, inner))
+                    _text(key)
+                    stack.append((f"{place}.{key[:40]}" if place else key[:40], inner, depth + 1))
             elif isinstance(item, list):
-                stack.extend((f"{place}[{i}]", inner) for i, inner in enumerate(item))
+                stack.extend((f"{place}[{i}]", inner, depth + 1) for i, inner in enumerate(item))
             elif isinstance(item, str):
-                _utf8(item)
+                _text(item)
             elif isinstance(item, float) and not math.isfinite(item):
                 raise ValueError(f"expected finite numbers, got {item}")
             elif isinstance(item, int) and not isinstance(item, bool):
@@ -285,6 +306,13 @@ def _plain_dict(value) -> dict:
         except ValueError as exc:
             raise ValueError(f"{place[:60]}: {exc}" if place else str(exc)) from None
     return value
+
+
+def _text(text: str) -> None:
+    """A text inside a free-form field: real Unicode, and not longer than a fact or a name can be."""
+    _utf8(text)
+    if len(text) > MAX_FREE_TEXT:
+        raise ValueError(f"a text of {len(text):,} characters, more than {MAX_FREE_TEXT:,} ({quoted(text)})")
 
 
 def _forced(value) -> dict:
@@ -302,7 +330,7 @@ def trace_fields(d: dict) -> dict:
     """The fields of a Trace read from a parsed file, each checked for its type as it is read."""
     # replaying the config must not fail later
     config = _field(d, "config", lambda c: DecodeConfig.from_dict(_plain_dict(c)).validate())
-    return dict(model=_field(d, "model", _str), prompt=_field(d, "prompt", _str),
+    return dict(model=_field(d, "model", _name), prompt=_field(d, "prompt", _str),
                 prompt_token_ids=_each(d, "prompt_token_ids", _int), config=config,
                 steps=_each(d, "steps", _step, "step"), sequences=_each(d, "sequences", _sequence, "sequence"),
                 nodes=_each(d, "nodes", _node, default=[]),      # 'nodes[3]': a node's own name is its id

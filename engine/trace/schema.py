@@ -9,15 +9,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 
 from ..config import DecodeConfig
-from ..errors import ConfigError, TraceFormatError
+from ..errors import ConfigError, TraceFormatError, shortened
 from .check import check
 from .reader import check_size, check_structure, finite, reason, reject_constant, trace_fields
 from .records import Sequence
 
 SCHEMA = "decodescope.trace/1"
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,13 @@ class Trace:
         try:
             data = json.loads(text, parse_constant=reject_constant)
         except (json.JSONDecodeError, ValueError) as exc:
-            raise TraceFormatError(f"trace is not valid JSON ({exc})") from None
+            raise TraceFormatError(f"trace is not valid JSON ({shortened(str(exc), 120)})") from None
+        if SURROGATE_ESCAPE.search(text):      # a \ud800 escape anywhere, even in a field nobody reads
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise TraceFormatError("trace holds an unpaired surrogate (a \\ud800-style escape that is not "
+                                       "half of a character); it is not text DecodeScope can show") from None
         return cls.from_dict(data)
 
     @classmethod
@@ -115,9 +123,9 @@ class Trace:
         try:
             trace = cls(**trace_fields(data))
         except ConfigError as exc:
-            raise TraceFormatError(f"trace config is invalid: {exc}") from None
+            raise TraceFormatError(f"trace config is invalid: {shortened(str(exc))}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise TraceFormatError(f"trace has the wrong shape: {reason(exc)}") from None
+            raise TraceFormatError(f"trace has the wrong shape: {shortened(reason(exc))}") from None
         check(trace)
         return trace
 

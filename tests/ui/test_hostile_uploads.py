@@ -170,3 +170,28 @@ def test_damaged_traces_are_refused_with_a_message_or_shown(tiny_llama_folder, p
         assert not unescaped_markup(at)
 
     check()
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_an_upload_is_read_and_checked_once_however_often_the_page_reruns(tiny_llama_folder, cases, monkeypatch,
+                                                                        whole):
+    """Every click reruns the page; a 20 MB file checked again at each one made every click wait. Reference:
+    the number of times the reader is called."""
+    from engine import Trace
+
+    _, folder = tiny_llama_folder
+    refused, accepted = cases
+    payload = accepted[0].payload if whole else refused[0].payload
+    reads = []
+    real = Trace.from_json.__func__
+    monkeypatch.setattr(Trace, "from_json", classmethod(lambda cls, text: reads.append(1) or real(cls, text)))
+    at = open_page(folder, "step_by_step")
+    upload(at, "step_by_step", "kept.json", payload)
+    for _ in range(3):
+        at.run()
+    assert not at.exception, at.exception
+    assert len(reads) == 1
+    assert bool(at.error) is not whole
+    upload(at, "step_by_step", "other.json", accepted[1].payload)      # another file is read, once
+    at.run()
+    assert len(reads) == 2

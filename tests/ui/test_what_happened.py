@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
+def panel_script(root: str, kind: str, lang: str, with_model: bool = False, prompt_bytes: int = 0):
     """Runs inside AppTest: imports happen here because the function's source is run on its own."""
     import streamlit as st
     from test_explain import loop_trace, make_step, quiet_trace
@@ -25,6 +25,10 @@ def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
     trace = quiet_trace() if kind in ("quiet", "pick") else loop_trace()
     if kind in ("loop", "pick"):      # step 3 picks w13 at 0.005 (rank 4, 0.95 ranked above)
         trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
+    if prompt_bytes:                  # a file's prompt, as long as the file likes
+        import dataclasses
+
+        trace = dataclasses.replace(trace, prompt="é" * (prompt_bytes // 2))
     st.session_state["flagged"] = sorted(flagged_steps(trace))
     lm = None
     if with_model:
@@ -36,9 +40,9 @@ def panel_script(root: str, kind: str, lang: str, with_model: bool = False):
         st.session_state["jumped"] = jump
 
 
-def app(kind: str = "loop", lang: str = "en", with_model: bool = False) -> AppTest:
-    at = AppTest.from_function(panel_script, kwargs=dict(root=str(ROOT), kind=kind, lang=lang, with_model=with_model),
-                               default_timeout=120)
+def app(kind: str = "loop", lang: str = "en", with_model: bool = False, prompt_bytes: int = 0) -> AppTest:
+    at = AppTest.from_function(panel_script, kwargs=dict(root=str(ROOT), kind=kind, lang=lang, with_model=with_model,
+                                                         prompt_bytes=prompt_bytes), default_timeout=120)
     at.run()
     assert not at.exception, at.exception
     return at
@@ -114,6 +118,19 @@ def test_replay_runs_both_greedy_decodes_and_gives_a_verdict():
     assert en["replay_without"].format(step=4) in shown and en["replay_kept"].format(step=4) in shown
     verdicts = {en[k].format(step=4) for k in en if k.startswith("verdict_")}
     assert len(at.info) == 1 and at.info[0].value in verdicts
+
+
+def test_replay_of_a_prompt_over_the_limits_is_refused_before_any_forward_pass(monkeypatch):
+    from ui import what_happened
+    from ui.session import PROMPT_LIMIT_BYTES
+
+    ran = []
+    monkeypatch.setattr(what_happened, "replay_greedy", lambda *args, **kwargs: ran.append(args))
+    at = app(with_model=True, prompt_bytes=PROMPT_LIMIT_BYTES + 2)
+    next(b for b in at.button if b.label == texts("en")["replay_button"]).click().run()
+    assert not at.exception, at.exception
+    assert not ran and "wh_replay" not in at.session_state
+    assert len(at.error) == 1 and f"{PROMPT_LIMIT_BYTES + 2:,} bytes" in at.error[0].value, [e.value for e in at.error]
 
 
 @pytest.mark.parametrize("original, without, kept, verdict", [
