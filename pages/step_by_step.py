@@ -38,9 +38,8 @@ with row["upload"]:
 recorded = uploaded
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
-    viewer_key = hash(uploaded.to_json())
-    if S.get("sbs_viewer_key") != viewer_key:
-        S["sbs_viewer"], S["sbs_viewer_key"] = Stepper.viewing(uploaded), viewer_key
+    if S.get("sbs_viewer_of") is not uploaded:      # trace_upload gives the same object until the file changes
+        S["sbs_viewer"], S["sbs_viewer_of"] = Stepper.viewing(uploaded), uploaded
     stepper = S["sbs_viewer"]
     st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
 elif served_selected():                   # the server decodes the whole run; the page shows what it reported
@@ -62,8 +61,8 @@ elif served_selected():                   # the server decodes the whole run; th
     if not recorded.steps:
         st.info(t("served.no_steps"))
         st.stop()
-    if S.get("sbs_viewer_key") != ("served", id(recorded)):
-        S["sbs_viewer"], S["sbs_viewer_key"] = Stepper.viewing(recorded), ("served", id(recorded))
+    if S.get("sbs_viewer_of") is not recorded:
+        S["sbs_viewer"], S["sbs_viewer_of"] = Stepper.viewing(recorded), recorded
     stepper = S["sbs_viewer"]
     st.info(t("served.viewing", steps=len(recorded.steps), strategy=recorded.config.strategy))
     served_limits()
