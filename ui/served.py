@@ -19,7 +19,7 @@ from figures.teacher import reference_bars
 from ui.i18n import t
 from ui.present import main_chart
 from ui.progress import stopped_note, watched_served
-from ui.session import cached, keep_or_stop
+from ui.session import cached, keep_or_stop, show_error
 
 S = st.session_state
 
@@ -34,6 +34,11 @@ def served_trace(name: str, server: Server, prompt: str, config: DecodeConfig) -
     try:
         trace = watched_served(name, server, prompt, config, label=f"{server.kind} · {config.strategy}")
     except DecodeScopeError as exc:          # ServedError (down, timeout, refused) and bad settings alike
+        partial = exc.trace if isinstance(exc, ServedError) else None
+        if partial is not None and partial.steps:      # the steps received before the fault, never kept as whole
+            show_error(t("served.decode_cut_short", n=len(partial.steps), error=str(exc)))
+            S[name], S[f"{name}_id"] = partial, None
+            return partial
         if isinstance(exc, ServedError):
             exc = DecodeScopeError(t("served.decode_failed", error=str(exc)))
         keep_or_stop(exc, name in S)

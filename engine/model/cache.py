@@ -1,6 +1,8 @@
 """The bundled model's float32 copy on disk: written to a temporary folder and renamed into place, so a
-killed write is never read; its COMPLETE marker holds every file's size and SHA-256, and each read checks
-them and runs one forward pass, so a damaged copy is rebuilt instead of giving tracebacks or NaN."""
+killed write is never read; its COMPLETE marker holds a format number and every file's size and SHA-256,
+and each read checks them and runs one forward pass, so a damaged copy is rebuilt instead of giving
+tracebacks, NaN or, worse, finite numbers from the wrong weights. A marker that could not vouch for the
+folder (an older form, an empty list) is a damaged cache too."""
 from __future__ import annotations
 
 import hashlib
@@ -17,6 +19,7 @@ from .bundled import CACHE_LAYOUT, DEFAULT_MODEL, first_line
 from .loaded import LoadedModel
 
 MARKER = "COMPLETE"           # written last: the sizes and SHA-256 of every other file
+MARKER_FORMAT = 2             # 1 was the bare word "ok"; a marker of any other format is not trusted
 PARTIAL = ".partial-"         # <cache name>.partial-<pid>-<random>: a write in progress
 STALE_PARTIAL_S = 3600        # a partial folder this old is left over, whoever wrote it
 PROBE_TEXT = "The capital of France is"
@@ -39,30 +42,55 @@ def write_marker(folder: Path) -> None:
     files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
              for p in sorted(folder.iterdir()) if p.is_file() and p.name != MARKER}
     tmp = folder / (MARKER + ".tmp")
-    tmp.write_text(json.dumps({"layout": CACHE_LAYOUT, "files": files}, indent=1) + "\n")
+    tmp.write_text(json.dumps({"format": MARKER_FORMAT, "layout": CACHE_LAYOUT, "files": files}, indent=1) + "\n")
     os.replace(tmp, folder / MARKER)
 
 
+def _listed_files(text: str) -> dict:
+    """name -> (bytes, sha256) from a marker's text; CacheDamaged for anything but this version's whole form.
+    An older form (the word "ok", or a marker without a format number) lists nothing to check against, and
+    a marker whose file list is empty would vouch for any folder: both are a damaged cache."""
+    try:
+        marker = json.loads(text)
+    except (ValueError, RecursionError):
+        marker = None
+    if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT:
+        raise CacheDamaged(f"its {MARKER} marker is in an older or unknown form")
+    if marker.get("layout") != CACHE_LAYOUT:
+        raise CacheDamaged(f"its {MARKER} marker is for another cache layout")
+    files = marker.get("files")
+    if not isinstance(files, dict) or not files:
+        raise CacheDamaged(f"its {MARKER} marker lists no files")
+    listed = {}
+    for name, entry in files.items():
+        size = entry.get("bytes") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if (not name or "/" in name or name in (".", "..", MARKER) or isinstance(size, bool)
+                or not isinstance(size, int) or size < 0 or not isinstance(digest, str)
+                or len(digest) != 64 or digest.strip("0123456789abcdef")):
+            raise CacheDamaged(f"its {MARKER} marker has a malformed entry for {name[:80]!r}")
+        listed[name] = (size, digest)
+    return listed
+
+
 def check_marker(folder: Path) -> bool:
-    """Raise CacheDamaged if a file listed in COMPLETE is missing or differs from what was written.
-    Returns False for a marker from before checksums were written (then only the probe checks it)."""
+    """Raise CacheDamaged unless COMPLETE is this version's marker and the folder holds exactly the files it
+    lists, each of the size and SHA-256 written with it. Returns True when the folder is whole."""
     try:
         text = (folder / MARKER).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CacheDamaged(f"its {MARKER} marker cannot be read: {exc}") from None
-    if text.strip() == "ok":
-        return False
-    try:
-        files = json.loads(text)["files"]
-        listed = {str(name): (int(f["bytes"]), str(f["sha256"])) for name, f in files.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise CacheDamaged(f"its {MARKER} marker is not a list of files") from None
-    for name, (size, _digest) in listed.items():
-        path = folder / name
-        if not path.is_file():
+    listed = _listed_files(text)
+    present = {p.name for p in folder.iterdir() if p.name != MARKER and p.is_file()}
+    for name in sorted(listed):
+        if name not in present or not (folder / name).is_file():
             raise CacheDamaged(f"{name} is missing")
-        if path.stat().st_size != size:
-            raise CacheDamaged(f"{name} is {path.stat().st_size:,} bytes; {size:,} were written")
+    unlisted = sorted(present - set(listed))
+    if unlisted:
+        raise CacheDamaged(f"{unlisted[0][:80]} is in the folder but not in its {MARKER} marker")
+    for name, (size, _digest) in listed.items():
+        if (folder / name).stat().st_size != size:
+            raise CacheDamaged(f"{name} is {(folder / name).stat().st_size:,} bytes; {size:,} were written")
     for name, (_size, digest) in listed.items():
         if _sha256(folder / name) != digest:
             raise CacheDamaged(f"{name} does not match the checksum written with it")
@@ -84,7 +112,7 @@ def read_cache(folder: Path, name: str = DEFAULT_MODEL) -> LoadedModel:
     """The model from a cache folder, after checking its files and one forward pass."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    checked = check_marker(folder)
+    check_marker(folder)
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -92,11 +120,6 @@ def read_cache(folder: Path, name: str = DEFAULT_MODEL) -> LoadedModel:
     except Exception as exc:    # noqa: BLE001 - whatever a damaged file raises, the answer is to rebuild
         raise CacheDamaged(f"it cannot be read ({type(exc).__name__}: {first_line(exc)})") from None
     probe(lm)
-    if not checked:
-        try:
-            write_marker(folder)      # a cache written before checksums: checked by the probe, sealed now
-        except OSError:
-            pass
     return lm
 
 

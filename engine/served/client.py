@@ -4,19 +4,27 @@ llama-cpp-python's), reached over HTTP at an address the user names.
 A server gives, per generated token, the top-N tokens and their log-probabilities, not the
 logits over the whole vocabulary. Everything drawn from it is therefore a top-N view: the
 rest of the mass is one "other" bucket, and the trace says so (`model_facts["served"]`).
-Only the standard library speaks HTTP here; every answer is read with a size limit and
-checked before use, because a server is as untrusted as an uploaded file.
+
+A server is as untrusted as an uploaded file. HTTP itself (status line, headers, chunked bodies,
+connections) is httpx2's, whose exceptions all become one ServedError line naming the server and
+the cause; server-sent events are read by httpx2's EventSource. Kept here: one deadline for each
+whole request (a watchdog shuts the connection when it passes, so a server that sends a byte a
+second or pings forever cannot hold a decode past it), the size limits on every answer, and a
+check of every field before use.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import math
+import re
 import socket
-import urllib.error
+import threading
+import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
+
+import httpx2
 
 from ..errors import DecodeScopeError
 
@@ -27,11 +35,14 @@ MAX_LINE_BYTES = 1_000_000          # one streamed event
 MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
 DEFAULT_TIMEOUT_S = 60.0
 NO_TOKENIZER = -1
+MAX_TOKEN_ID = 2**31 - 2**24         # a server's token ids lie below the ids decode.py makes for other texts
 VLLM_DEFAULT_MAX_LOGPROBS = 20       # vLLM refuses more unless started with --max-logprobs
 
 
 class ServedError(DecodeScopeError):
-    """The server could not give what was asked: one line that names the server and the cause."""
+    """The server could not give what was asked: one line that names the server and the cause.
+    `trace`: the steps a decode had recorded before it (served_decode sets it), else None."""
+    trace = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,11 @@ def check_url(url: str) -> str:
         raise ServedError(f"server address is {len(url):,} characters; the limit is {MAX_URL_CHARS:,}")
     if any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise ServedError("server address holds spaces or control characters")
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.hostname
+    except ValueError:                   # "http://[::1", "http://::1]", a bracketed host that is no address
+        raise ServedError(f"server address has a malformed host: {printable(url[:60])!r}") from None
     if parts.scheme not in ("http", "https"):
         raise ServedError(f"server address must start with http:// or https://, got {url[:60]!r}")
     if not parts.hostname:
@@ -69,11 +84,32 @@ def check_url(url: str) -> str:
     path = parts.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[:-3]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    try:
+        httpx2.URL(base)                 # what the HTTP library will be given: a host it cannot use is named now
+    except (httpx2.InvalidURL, ValueError):
+        raise ServedError(f"server address has a malformed host: {url[:60]!r}") from None
+    return base
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """A server's text with every lone surrogate (JSON can carry one as an escape; UTF-8 cannot) replaced by
+    U+FFFD, so a trace from it can be written and printed."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def printable(text: str) -> str:
+    """Text a server or a user sent, safe in a terminal and on a page: every character that is not printable
+    (escapes, other controls, bidi overrides, lone surrogates) written as its escape, e.g. \\x1b."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _quote(text) -> str:
-    text = " ".join(str(text).split())
+    """A server's text inside our one line: whitespace runs as one space, controls made visible, bounded."""
+    text = printable(" ".join(str(text).split()))
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
 
 
@@ -101,18 +137,22 @@ class Server:
         if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("id"), str)
                                                     for e in entries):
             raise ServedError(f"server at {base} gave no model list at /v1/models; is it an OpenAI-compatible server?")
-        names = [e["id"] for e in entries]
+        names = [clean_text(e["id"]) for e in entries]
         if not names:
             raise ServedError(f"server at {base} serves no model")
+        if any(not name or len(name) > MAX_MODEL_CHARS for name in names):
+            raise ServedError(f"server at {base} lists a model whose name is empty or over {MAX_MODEL_CHARS} "
+                              "characters")
         if not model:
             if len(names) > 1:
                 raise ServedError(f"server at {base} serves {len(names)} models; name one: "
                                   + ", ".join(_quote(n) for n in names[:8]))
             model = names[0]
         elif model not in names:
-            raise ServedError(f"server at {base} has no model named {_quote(model)!r}; it serves: "
-                              + ", ".join(repr(_quote(n)) for n in names[:8]))
-        owner = next(e.get("owned_by") for e in entries if e["id"] == model)
+            raise ServedError(f"server at {base} has no model named '{_quote(model)}'; it serves: "
+                              + ", ".join(f"'{_quote(n)}'" for n in names[:8]))
+        owner = next(e.get("owned_by") for e in entries if clean_text(e["id"]) == model)
+        owner = owner if isinstance(owner, str) else ""          # a list, a dict, a number: an unknown server
         kind = {"vllm": "vllm", "llamacpp": "llama.cpp"}.get(owner, "llama-cpp-python" if owner == "me" else "openai")
         return cls(base, model, kind, timeout)
 
@@ -148,34 +188,38 @@ class Server:
         """One completion (settings as in `_payload`). Returns (text, one TopN per token, finish_reason)."""
         answer = self._call("POST", "/v1/completions", self._payload(prompt, **settings))
         choice = self._choice(answer)
-        return choice["text"], _positions(choice.get("logprobs"), self.url), str(choice.get("finish_reason") or "")
+        reason = choice.get("finish_reason")
+        return (clean_text(choice["text"]), _positions(choice.get("logprobs"), self.url),
+                reason if isinstance(reason, str) else "")
 
     def stream(self, prompt: str, **settings):
         """The same completion, streamed: yields one TopN per token as the server sends it (server-sent
-        events), so a long decode shows its progress and can be stopped. Every line and the whole answer
-        are read with a size limit."""
-        request = self._request("POST", "/v1/completions", self._payload(prompt, stream=True, **settings))
-        with self._open(request, "/v1/completions") as response:
+        events), so a long decode shows its progress and can be stopped. The whole stream is one request:
+        it has the one deadline, and every event and the whole answer are read with a size limit. A stream
+        that ends before the server says why (finish_reason) raises: a decode cut short is never whole."""
+        payload = self._payload(prompt, stream=True, **settings)
+        with self._exchange("POST", "/v1/completions", payload) as (response, deadline):
+            kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if kind != "text/event-stream":
+                raise ServedError(f"server at {self.url} answered a streamed request with "
+                                  f"{_quote(kind) or 'no content type'}, not a stream of events; "
+                                  "its answer cannot be read token by token")
             total = count = 0
-            while True:
-                with self._reading():
-                    line = response.readline(MAX_LINE_BYTES + 1)
-                if not line:
-                    return
-                total += len(line)
-                if len(line) > MAX_LINE_BYTES or total > MAX_RESPONSE_BYTES:
+            for event in httpx2.EventSource(response, max_event_size=MAX_LINE_BYTES):
+                deadline.check()
+                total += len(event.data)
+                if total > MAX_RESPONSE_BYTES:
                     raise ServedError(f"server at {self.url} sent a streamed answer over the size limit")
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue                          # comments, event names, keep-alive pings
-                data = line[5:].strip()
-                if data == b"[DONE]":        # before any finish_reason: the server cut this answer short
+                data = event.data.strip()
+                if not data:
+                    continue                          # an empty event: a keep-alive
+                if data == "[DONE]":         # before any finish_reason: the server cut this answer short
                     raise ServedError(f"server at {self.url} ended the answer after {count} tokens without a "
                                       "reason; llama-cpp-python does that to a streamed answer when another "
                                       "request arrives (start it with --interrupt_requests False)")
                 try:
-                    chunk = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-                except (UnicodeDecodeError, ValueError, RecursionError):
+                    chunk = json.loads(data, parse_constant=_no_constant)
+                except (ValueError, RecursionError):
                     raise ServedError(f"server at {self.url} streamed something that is not JSON") from None
                 choice = self._choice(chunk)
                 if choice.get("logprobs") is not None or choice["text"]:   # the closing event has neither
@@ -184,6 +228,8 @@ class Server:
                         yield position
                 if choice.get("finish_reason"):
                     return
+            raise ServedError(f"server at {self.url} closed the stream after {count} tokens without saying why "
+                              "it ended (no finish_reason): the answer is cut short")
 
     def _choice(self, answer) -> dict:
         choices = answer.get("choices") if isinstance(answer, dict) else None
@@ -216,13 +262,15 @@ class Server:
             for key, entry in row.items():
                 try:
                     token_id = int(key)
+                    if not 0 <= token_id < MAX_TOKEN_ID:
+                        raise ValueError
                     logprob = _finite_logprob(entry["logprob"])
                     rank = entry.get("rank")
                     rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 1 else None
                     text = entry.get("decoded_token")
                 except (TypeError, ValueError, KeyError):
                     raise ServedError(f"server at {self.url} gave prompt_logprobs of the wrong shape") from None
-                entries[token_id] = (logprob, rank, text if isinstance(text, str) else "")
+                entries[token_id] = (logprob, rank, clean_text(text) if isinstance(text, str) else "")
             out.append(entries)
         return out
 
@@ -257,8 +305,8 @@ class Server:
             except ServedError:
                 continue
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
-            if isinstance(tokens, list) and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
-                                                for t in tokens):
+            if isinstance(tokens, list) and all(isinstance(t, int) and not isinstance(t, bool)
+                                                and 0 <= t < MAX_TOKEN_ID for t in tokens):
                 self._tokenize_route = index
                 if path == "/extras/tokenize":            # it always adds the BOS token: drop it
                     bos = self._bos()
@@ -273,49 +321,44 @@ class Server:
         if self._bos_ids is None:
             answer = self._call("POST", "/extras/tokenize", {"input": "", "model": self.model})
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
-            self._bos_ids = tokens if isinstance(tokens, list) and len(tokens) <= 2 else []
+            self._bos_ids = tokens if isinstance(tokens, list) and len(tokens) <= 2 and all(
+                isinstance(t, int) and not isinstance(t, bool) for t in tokens) else []
         return self._bos_ids
 
-    def _request(self, method: str, path: str, payload: dict | None = None) -> urllib.request.Request:
-        data = None if payload is None else json.dumps(payload).encode("utf-8")
-        return urllib.request.Request(self.url + path, data=data, method=method,
-                                      headers={"Content-Type": "application/json", "Accept": "application/json"})
-
-    def _open(self, request: urllib.request.Request, path: str):
-        """Send a request (never following a redirect); ServedError with one line when it fails."""
-        opener = urllib.request.build_opener(_NoRedirect)
-        try:
-            return opener.open(request, timeout=self.timeout)
-        except urllib.error.HTTPError as exc:
-            raise ServedError(f"server at {self.url} refused {path} (HTTP {exc.code}): "
-                              f"{_quote(_error_text(exc))}") from None
-        except (socket.timeout, TimeoutError):
-            raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
-            if isinstance(reason, ConnectionRefusedError):
-                raise ServedError(f"server at {self.url} is not running (connection refused)") from None
-            raise ServedError(f"server at {self.url} cannot be reached: {_quote(reason)}") from None
-        except (OSError, ValueError) as exc:     # reset connections, bad status lines
-            raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
-
     @contextlib.contextmanager
-    def _reading(self):
-        """An error while an answer is read, as one line: too slow, or broken off."""
+    def _exchange(self, method: str, path: str, payload: dict | None = None):
+        """One request, as (response, deadline) once the server answered 200 with its headers. Everything
+        that goes wrong on the way, sending, in HTTP itself, or past the deadline, is one ServedError line;
+        a redirect is not followed (the server the user named answers itself)."""
+        deadline = _Deadline(self.timeout)
+        headers = {"Accept": "application/json, text/event-stream", "Accept-Encoding": "identity"}
         try:
-            yield
-        except (socket.timeout, TimeoutError):
-            raise ServedError(f"server at {self.url} did not answer within {self.timeout:g} s") from None
-        except (OSError, ValueError) as exc:
-            raise ServedError(f"server at {self.url} broke off the answer: {_quote(exc)}") from None
+            with deadline.watching():
+                with _client().stream(method, self.url + path, json=payload, headers=headers,
+                                      timeout=httpx2.Timeout(self.timeout), follow_redirects=False,
+                                      extensions={"trace": deadline.trace}) as response:
+                    if not 200 <= response.status_code < 300:
+                        raise ServedError(f"server at {self.url} refused {path} (HTTP {response.status_code}): "
+                                          f"{_quote(_error_text(response, deadline))}")
+                    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                    if encoding not in ("", "identity"):
+                        raise ServedError(f"server at {self.url} sent a compressed answer ({_quote(encoding)}) "
+                                          "that was not asked for")
+                    yield response, deadline
+        except ServedError:
+            if deadline.expired:
+                raise deadline.error(self.url) from None
+            raise
+        except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, OSError, ValueError) as exc:
+            if deadline.expired or isinstance(exc, httpx2.TimeoutException):
+                raise deadline.error(self.url) from None
+            raise ServedError(_transport_line(self.url, exc)) from None
 
     def _call(self, method: str, path: str, payload: dict | None = None):
         """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
-        with self._open(self._request(method, path, payload), path) as response, self._reading():
-            body = response.read(MAX_RESPONSE_BYTES + 1)
-        if len(body) > MAX_RESPONSE_BYTES:
+        with self._exchange(method, path, payload) as (response, deadline):
+            body = _read_bounded(response, deadline, MAX_RESPONSE_BYTES)
+        if body is None:
             raise ServedError(f"server at {self.url} sent more than {MAX_RESPONSE_BYTES / 1e6:g} MB for {path}")
         try:
             return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
@@ -323,37 +366,145 @@ class Server:
             raise ServedError(f"server at {self.url} answered {path} with something that is not JSON") from None
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A server named by the user answers itself; it may not send the request on elsewhere."""
+@contextlib.contextmanager
+def answers_checked(server: Server):
+    """Every answer is checked field by field where it is read; this is the last line behind those checks:
+    answers that pass each check alone and still do not fit together (a server whose answers change from
+    one request to the next) end the decode with one line naming the server, never a traceback."""
+    try:
+        yield
+    except DecodeScopeError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError, RuntimeError) as exc:
+        raise ServedError(f"server at {server.url} gave answers that do not fit together "
+                          f"({type(exc).__name__}); DecodeScope cannot use them") from None
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl[:80]} refused", headers, fp)
+
+class _Deadline:
+    """One request's whole time. The library's own timeouts bound each wait; this bounds their sum: a
+    watchdog shuts the request's socket when the time is up, which ends whatever read is waiting on it,
+    and each chunk read checks the time left."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.ends = seconds, time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list = []
+        self._lock = threading.Lock()
+
+    def trace(self, name: str, info: dict) -> None:
+        """httpcore's trace hook: note each connection's socket as it is made."""
+        if name.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with self._lock:
+                    self._sockets.append(sock)
+                    if self.expired:
+                        _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    @contextlib.contextmanager
+    def watching(self):
+        timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def check(self) -> None:
+        if time.monotonic() > self.ends:
+            self.expired = True
+            raise ServedError("deadline")            # replaced by `error` where the request is named
+
+    def error(self, url: str) -> ServedError:
+        return ServedError(f"server at {url} did not answer within {self.seconds:g} s")
+
+
+def _shut(sock) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+_CLIENT: httpx2.Client | None = None
+_CLIENT_LOCK = threading.Lock()
+
+
+def _client() -> httpx2.Client:
+    """One HTTP client for every server: a new connection per request (no keep-alive), so each request
+    has its own socket for its deadline, and nothing a server sent before can reach the next answer."""
+    global _CLIENT
+    with _CLIENT_LOCK:
+        if _CLIENT is None:
+            _CLIENT = httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0), follow_redirects=False)
+        return _CLIENT
+
+
+def _read_bounded(response, deadline: _Deadline, limit: int) -> bytes | None:
+    """The body, at most `limit` bytes (None when it is longer), the deadline checked at each chunk."""
+    chunks, size = [], 0
+    for chunk in response.iter_raw():
+        deadline.check()
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _transport_line(url: str, exc: BaseException) -> str:
+    """What broke, for a person: refused, unreachable, or the answer itself (a protocol fault)."""
+    cause = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, httpx2.ConnectError):
+        if isinstance(cause, ConnectionRefusedError):
+            return f"server at {url} is not running (connection refused)"
+        return f"server at {url} cannot be reached: {_quote(cause)}"
+    if isinstance(exc, httpx2.RemoteProtocolError | httpx2.DecodingError | httpx2.SSEError):
+        return f"server at {url} sent an answer that is not valid HTTP: {_quote(exc)}"
+    return f"server at {url} broke off the answer: {_quote(exc) or type(exc).__name__}"
 
 
 def _no_constant(name):
     raise ValueError(name)
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_text(response, deadline: _Deadline) -> str:
+    """A refusal's reason: the server's own error message when its body says one, else the status text."""
+    reason = response.reason_phrase or "no reason given"
+    location = response.headers.get("location")
+    if 300 <= response.status_code < 400 and location:
+        return f"redirect to {location[:80]} refused"
+    body = _read_bounded(response, deadline, 20_000)
     try:
-        body = exc.read(20_000).decode("utf-8", "replace")
-        data = json.loads(body)
-    except (OSError, ValueError, RecursionError):
-        return exc.reason if isinstance(exc.reason, str) else "no reason given"
+        data = json.loads(body.decode("utf-8", "replace")) if body else None
+    except (ValueError, RecursionError):
+        return reason
     if isinstance(data, dict):
         error = data.get("error", data.get("detail", data.get("message")))
         if isinstance(error, dict):
             error = error.get("message", error)
         if error is not None:
             return str(error)
-    return str(data)
+    return str(data) if data is not None else reason
 
 
 def _finite_logprob(value) -> float:
+    """A log-probability as a server writes it: a finite number at most 0 (a hair above 0 is rounding)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError
-    value = float(value)
-    if math.isnan(value) or value > 1e-6:
+    try:
+        value = float(value)         # an integer of 400 digits is beyond any float
+    except OverflowError:
+        raise ValueError from None
+    if not math.isfinite(value) or value > 1e-6:
         raise ValueError
     return min(value, 0.0)
 
@@ -376,6 +527,7 @@ def _positions(logprobs, url: str) -> list[TopN]:
     for text, logprob, top, offset in zip(tokens, chosen, tops, offsets):
         if not isinstance(text, str):
             raise ServedError(f"server at {url} gave a token that is not text")
+        text = clean_text(text)
         if logprob is None and top is None:      # the first prompt token, when echoed, has none
             out.append(TopN(text=text, logprob=float("nan"), top=[], offset=offset))
             continue
@@ -383,8 +535,8 @@ def _positions(logprobs, url: str) -> list[TopN]:
             value = _finite_logprob(logprob)
             if not isinstance(top, dict) or len(top) > 1000:
                 raise ValueError
-            pairs = sorted(((str(t), _finite_logprob(v)) for t, v in top.items()), key=lambda p: -p[1])
+            pairs = sorted(((clean_text(t), _finite_logprob(v)) for t, v in top.items()), key=lambda p: -p[1])
         except ValueError:
-            raise ServedError(f"server at {url} gave a logprob that is not a number at most 0") from None
+            raise ServedError(f"server at {url} gave a logprob that is not a finite number at most 0") from None
         out.append(TopN(text=text, logprob=value, top=pairs, offset=offset))
     return out

@@ -24,7 +24,7 @@ from ..beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequen
                    top_k_continuations, update_finished_beams)
 from ..config import FEEDBACK_STRATEGIES, DecodeConfig
 from ..runner import versions
-from .client import Server, ServedError, TopN
+from .client import Server, ServedError, TopN, answers_checked
 from ..shaping import build_processors, entropy, shape
 from ..trace import Candidate, Node, Sequence, Step, Trace
 
@@ -66,20 +66,31 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
     names = TokenIds(server)
     t0 = time.perf_counter()
     prompt_ids = server.tokenize(prompt) or []
-    if config.strategy == "beam":
-        steps, nodes, sequences = _beam(server, prompt, config, names, on_step)
-    else:
-        steps, sequences = _one_sequence(server, prompt, config, top_n, names, on_step)
-        nodes = []
-    total = time.perf_counter() - t0
-    if config.strategy == "beam":           # each beam step lists the top 2 x num_beams
-        top_n = 2 * config.num_beams
-    facts = server.facts(top_n)
-    facts["served"]["text_ids_from"] = TEXT_IDS_FROM
-    return Trace(model=server.model, prompt=prompt, prompt_token_ids=prompt_ids, config=config.replace(top_n=top_n),
-                 steps=steps, sequences=sequences, nodes=nodes, model_facts=facts, versions=versions(),
-                 timings={"total_s": total, "decode_s": total,
-                          "tokens_per_s": len(steps) / total if total else 0.0})
+
+    def traced(steps, nodes, sequences) -> Trace:
+        total = time.perf_counter() - t0
+        listed = 2 * config.num_beams if config.strategy == "beam" else top_n    # each beam step lists 2 x B
+        facts = server.facts(listed)
+        facts["served"]["text_ids_from"] = TEXT_IDS_FROM
+        return Trace(model=server.model, prompt=prompt, prompt_token_ids=prompt_ids,
+                     config=config.replace(top_n=listed), steps=steps, sequences=sequences, nodes=nodes,
+                     model_facts=facts, versions=versions(),
+                     timings={"total_s": total, "decode_s": total,
+                              "tokens_per_s": len(steps) / total if total else 0.0})
+
+    with answers_checked(server):
+        try:
+            if config.strategy == "beam":
+                steps, nodes, sequences = _beam(server, prompt, config, names, on_step)
+            else:
+                steps, sequences = _one_sequence(server, prompt, config, top_n, names, on_step)
+                nodes = []
+        except ServedError as exc:       # the steps recorded before the fault stay with it
+            partial = getattr(exc, "partial", None)
+            if partial is not None and partial[0]:
+                exc.trace = traced(*partial)
+            raise
+    return traced(steps, nodes, sequences)
 
 
 # ---- greedy and sample: the server decodes, we read -----------------------------------------
@@ -105,12 +116,19 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
             t0 = now
             if on_step is not None and on_step(0, steps[-1]) is False:
                 break
+    except ServedError as exc:         # the tokens so far, named without asking the faulty server again
+        exc.partial = (steps, [], [_sequence(positions, steps)])
+        raise
     finally:
         tokens.close()                 # a stop closes the connection; the server stops decoding
     steps = [step_from(p, i, config, top_n, names, s) for i, (p, s) in enumerate(zip(positions, seconds))]
-    ids = [step.chosen_ids[0] for step in steps]
+    return steps, [_sequence(positions, steps)]
+
+
+def _sequence(positions: list, steps: list) -> Sequence:
     cum = sum(p.logprob for p in positions)
-    return steps, [Sequence(token_ids=ids, text="".join(p.text for p in positions), cum_logprob=cum, score=cum)]
+    return Sequence(token_ids=[step.chosen_ids[0] for step in steps], text="".join(p.text for p in positions),
+                    cum_logprob=cum, score=cum)
 
 
 def step_from(position: TopN, index: int, config: DecodeConfig, top_n: int, names: TokenIds,
@@ -164,67 +182,78 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
     running_scores[0] = 0.0                   # only beam 0 expands at the first step
     done_scores, done_flags, done = torch.full((B,), NEG), torch.zeros(B, dtype=torch.bool), [None] * B
     can_improve, steps, stopped = True, [], False
-    for t in range(config.max_new_tokens):
-        t0 = time.perf_counter()
-        table = torch.full((B, K), NEG, dtype=torch.float32)
-        texts = [[""] * K for _ in range(B)]
-        ends = torch.zeros(B, K, dtype=torch.bool)
-        views = {}
-        for b in range(B if t else 1):
-            _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
-                                                   temperature=0.0)
-            if not positions:
-                raise ServedError(f"server at {server.url} gave no token for beam {b + 1} at step {t + 1}")
-            view = positions[0]
-            views[b] = view
-            for j, (text, lp) in enumerate(view.top[:K]):
-                table[b, j] = lp + float(running_scores[b])
-                texts[b][j] = text
-                # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
-                ends[b, j] = text == "" and (j > 0 or reason == "stop")
-        top_scores, top_beam, top_col = top_k_continuations(table, K)
-        reached_stop = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
-                             for b, c in zip(top_beam.tolist(), top_col.tolist())])
-        pick, new_scores = running_beams_for_next_iteration(top_scores, reached_stop, B)
-        length = t + 1
-        merged, done_scores_new, done_flags_new, just_done = update_finished_beams(
-            done_scores, done_flags, top_scores, reached_stop, length=length, length_penalty=config.length_penalty,
-            early_stopping=config.early_stopping, can_improve=can_improve)
-        entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
-        kept = set(pick.tolist())
-        node_ids = []
-        for pos in range(K):
-            b, c = int(top_beam[pos]), int(top_col[pos])
-            text = texts[b][c]
-            status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
-            nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
-                              logprob=float(top_scores[pos]) - float(running_scores[b]),
-                              cum_logprob=float(top_scores[pos]),
-                              score=beam_score(float(top_scores[pos]), length, config.length_penalty), length=length,
-                              status=status, beam=b, rank=pos + 1))
-            node_ids.append(nodes[-1].id)
-        continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
-                          float(top_scores[p]), node_ids[p]) for p in range(K)]
-        done = [done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
-                for i in merged.tolist()]
-        done_scores, done_flags = done_scores_new, done_flags_new
-        best_parent, best_col = int(top_beam[pick[0]]), int(top_col[pick[0]])
-        running = [continuations[p][0] for p in pick.tolist()]
-        running_nodes = [node_ids[p] for p in pick.tolist()]
-        running_scores = new_scores
-        view = views[best_parent]       # the distribution shown: the one the new best beam extends
-        step = step_from(TopN(*view.top[best_col], top=view.top), t, config, K, names, time.perf_counter() - t0)
-        step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
-                                   chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
-        steps.append(step)
-        if on_step is not None and on_step(0, step) is False:
-            stopped = True
-        can_improve = early_stop_heuristic(can_improve, running_scores, done_scores, done_flags, cur_len=t + 1,
-                                           max_length=config.max_new_tokens, prompt_len=0,
-                                           early_stopping=config.early_stopping,
-                                           length_penalty=config.length_penalty)
-        if stopped or not has_unfinished_sequences(can_improve, done_flags, reached_stop, config.early_stopping):
-            break
+    try:
+        for t in range(config.max_new_tokens):
+            t0 = time.perf_counter()
+            table = torch.full((B, K), NEG, dtype=torch.float32)
+            texts = [[""] * K for _ in range(B)]
+            ends = torch.zeros(B, K, dtype=torch.bool)
+            views = {}
+            for b in range(B if t else 1):
+                _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
+                                                       temperature=0.0)
+                if not positions or not positions[0].top:
+                    raise ServedError(f"server at {server.url} gave no candidates for beam {b + 1} at step {t + 1}")
+                view = positions[0]
+                views[b] = view
+                for j, (text, lp) in enumerate(view.top[:K]):
+                    table[b, j] = lp + float(running_scores[b])
+                    texts[b][j] = text
+                    # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
+                    ends[b, j] = text == "" and (j > 0 or reason == "stop")
+            top_scores, top_beam, top_col = top_k_continuations(table, K)
+            reached_stop = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
+                                 for b, c in zip(top_beam.tolist(), top_col.tolist())])
+            pick, new_scores = running_beams_for_next_iteration(top_scores, reached_stop, B)
+            length = t + 1
+            merged, done_scores_new, done_flags_new, just_done = update_finished_beams(
+                done_scores, done_flags, top_scores, reached_stop, length=length, length_penalty=config.length_penalty,
+                early_stopping=config.early_stopping, can_improve=can_improve)
+            entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
+            kept = set(pick.tolist())
+            node_ids = []
+            for pos in range(K):
+                b, c = int(top_beam[pos]), int(top_col[pos])
+                text = texts[b][c]
+                status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
+                nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
+                                  logprob=float(top_scores[pos]) - float(running_scores[b]),
+                                  cum_logprob=float(top_scores[pos]),
+                                  score=beam_score(float(top_scores[pos]), length, config.length_penalty),
+                                  length=length, status=status, beam=b, rank=pos + 1))
+                node_ids.append(nodes[-1].id)
+            continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
+                              float(top_scores[p]), node_ids[p]) for p in range(K)]
+            done = [done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
+                    for i in merged.tolist()]
+            done_scores, done_flags = done_scores_new, done_flags_new
+            best_parent, best_col = int(top_beam[pick[0]]), int(top_col[pick[0]])
+            running = [continuations[p][0] for p in pick.tolist()]
+            running_nodes = [node_ids[p] for p in pick.tolist()]
+            running_scores = new_scores
+            view = views[best_parent]       # the distribution shown: the one the new best beam extends
+            best = view.top[best_col] if best_col < len(view.top) else (texts[best_parent][best_col], NEG)
+            step = step_from(TopN(*best, top=view.top), t, config, K, names, time.perf_counter() - t0)
+            step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
+                                       chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
+            steps.append(step)
+            if on_step is not None and on_step(0, step) is False:
+                stopped = True
+            can_improve = early_stop_heuristic(can_improve, running_scores, done_scores, done_flags, cur_len=t + 1,
+                                               max_length=config.max_new_tokens, prompt_len=0,
+                                               early_stopping=config.early_stopping,
+                                               length_penalty=config.length_penalty)
+            if stopped or not has_unfinished_sequences(can_improve, done_flags, reached_stop, config.early_stopping):
+                break
+    except ServedError as exc:      # the search so far: its steps, tree and best running beams
+        exc.partial = (steps, nodes, _beam_sequences(config, done, done_scores, running, running_scores,
+                                                     running_nodes, names.known))
+        raise
+    return steps, nodes, _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names)
+
+
+def _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names) -> list:
+    """The hypotheses returned, best first: the finished ones, else the running beam in that slot."""
     sequences = []
     for slot in range(config.num_return_sequences):
         if done[slot] is None:
@@ -235,4 +264,4 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
             score = float(done_scores[slot])
         sequences.append(Sequence(token_ids=[names(p) for p in pieces], text="".join(pieces), cum_logprob=cum,
                                   score=score, node_id=node))
-    return steps, nodes, sequences
+    return sequences

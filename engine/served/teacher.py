@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from .client import Server, ServedError
+from .client import Server, ServedError, answers_checked
 from ..teacher import Scored
 from ..trace import Neighbour
 
@@ -37,6 +37,12 @@ class ServedTeacherForced:
 
 
 def served_teacher_force(server: Server, prompt: str, reference: str, top_n: int = 20) -> ServedTeacherForced:
+    """Score `reference` after `prompt` on the server (see the module's docstring for the two ways)."""
+    with answers_checked(server):
+        return _teacher_force(server, prompt, reference, top_n)
+
+
+def _teacher_force(server: Server, prompt: str, reference: str, top_n: int) -> ServedTeacherForced:
     if not isinstance(reference, str) or not reference.strip():
         raise ConfigError("reference", "reference: is empty; type the text the model should be scored on")
     if not prompt:
@@ -93,6 +99,9 @@ def _from_prompt_logprobs(server: Server, rows: list, pieces: list, top_n: int, 
     """vLLM: rows[i] is the distribution that scored prompt token i; the reference is the last tokens."""
     ids = server.tokenize("".join(text for _, text in pieces))     # only for the ids; texts come from the echo
     first = len(rows) - len(pieces)
+    if first < 0:
+        raise ServedError(f"server at {server.url} gave prompt_logprobs for {len(rows)} tokens; the prompt and "
+                          f"reference hold more than that")
     positions = []
     for index, ((_, text), row) in enumerate(zip(pieces, rows[first:])):
         if not row:

@@ -7,6 +7,7 @@ computed here. One test damages a COPY of the real cache (the real one is never 
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -136,14 +137,59 @@ def test_weights_that_give_nan_are_found_by_the_probe(fake_bundled, reference):
     assert works_like_the_tiny_model(lm, reference)
 
 
-def test_a_cache_from_before_checksums_is_probed_and_sealed(fake_bundled, reference):
+def marker_json(target: Path) -> dict:
+    return json.loads((target / MARKER).read_text())
+
+
+def rewrite_marker(target: Path, change) -> None:
+    marker = marker_json(target)
+    change(marker)
+    (target / MARKER).write_text(json.dumps(marker))
+
+
+def other_weights(target: Path) -> None:
+    """Finite weights of another model where the cached ones were: a forward pass alone cannot tell."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(target / WEIGHTS)
+    torch.manual_seed(7)
+    save_file({k: torch.randn_like(v) * 0.02 for k, v in state.items()}, str(target / WEIGHTS),
+              metadata={"format": "pt"})
+
+
+MARKERS = {   # name -> (what is done to the marker, words the reason must contain)
+    "the word ok": (lambda d: (d / MARKER).write_text("ok\n"), "older or unknown form"),
+    "no format number": (lambda d: rewrite_marker(d, lambda m: m.pop("format")), "older or unknown form"),
+    "a later format": (lambda d: rewrite_marker(d, lambda m: m.update(format=99)), "older or unknown form"),
+    "an empty list of files": (lambda d: rewrite_marker(d, lambda m: m.update(files={})), "lists no files"),
+    "files as a list": (lambda d: rewrite_marker(d, lambda m: m.update(files=[WEIGHTS])), "lists no files"),
+    "weights left out of the list": (lambda d: rewrite_marker(d, lambda m: m["files"].pop(WEIGHTS)),
+                                     f"{WEIGHTS} is in the folder but not in"),
+    "a size that is text": (lambda d: rewrite_marker(d, lambda m: m["files"][WEIGHTS].update(bytes="12")),
+                            "malformed entry"),
+    "a checksum that is not hex": (lambda d: rewrite_marker(d, lambda m: m["files"][WEIGHTS].update(sha256="z" * 64)),
+                                   "malformed entry"),
+    "a path out of the folder": (lambda d: rewrite_marker(d, lambda m: m["files"].update(
+        {"../x": m["files"][WEIGHTS]})), "malformed entry"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MARKERS))
+def test_a_marker_that_cannot_vouch_for_other_weights_gets_them_rebuilt(fake_bundled, reference, case):
+    """Finite but wrong weights under a marker that cannot vouch for them: the probe passes them, so only
+    the marker's check can find them; they are rebuilt with the usual note, never decoded."""
     target, calls = fake_bundled
     load_model()
-    (target / MARKER).write_text("ok\n")          # what earlier versions wrote
-    lm = load_model()
-    assert lm.from_cache and calls == [1]
+    other_weights(target)
+    harm, words = MARKERS[case]
+    harm(target)
+
+    lm, messages = load_recording()
+    assert calls == [1, 1], "weights under an untrustworthy marker were loaded"
+    assert words in lm.cache_rebuilt, lm.cache_rebuilt
+    assert any("damaged" in m for m in messages), messages
     assert works_like_the_tiny_model(lm, reference)
-    assert check_marker(target) is True
+    assert check_marker(target) is True and marker_json(target)["format"] == 2
 
 
 def test_an_old_style_cache_with_garbage_weights_is_rebuilt(fake_bundled, reference):
