@@ -16,9 +16,10 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from .grammar import GrammarMask
 from .trace import Stage, StageToken
 
-ORDER = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+ORDER = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 CUT_SHOWN = 20     # removed tokens kept per stage, best ranked first
 
 
@@ -34,6 +35,8 @@ def stage_name(processor) -> tuple:
         return "top_p", float(processor.top_p)
     if isinstance(processor, MinPLogitsWarper):
         return "min_p", float(processor.min_p)
+    if isinstance(processor, GrammarMask):
+        return "grammar", 0.0
     return type(processor).__name__, float("nan")
 
 
