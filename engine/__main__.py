@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import MAX_BEAMS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig
 from .errors import ConfigError, DecodeScopeError
+from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .tokens import unpaired_surrogate
 
 
@@ -103,6 +104,7 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
     p.add_argument("--stages", action="store_true",
                    help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
                         "token's probability")
+    add_grammar_arguments(p)
     lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)",
                           formatter_class=_Help)
     add_prompt_and_model(lens)
@@ -383,7 +385,7 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     if args.command == "lens":
         return lens_main(args)
     try:
-        config = config_from_args(args)
+        config = config_from_args(args).replace(**grammar_settings(args))
         config.validate()
         check_json_target(args.json)
         from .strategies import decode
@@ -412,7 +414,10 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     if args.json == "-":
         sys.stdout.write(trace.to_json() + "\n")
         return 0
-    print(format_stages_table(trace) if args.stages else format_table(trace))
+    if trace.steps and trace.steps[0].grammar is not None and not args.stages:
+        print(format_grammar_table(trace, _show))
+    else:
+        print(format_stages_table(trace) if args.stages else format_table(trace))
     if args.explain:
         from .explain import format_findings
 

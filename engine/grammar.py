@@ -80,6 +80,16 @@ def grammar_source(kind: str, text: str) -> str:
     _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
 
 
+def check_grammar(kind: str, text: str) -> None:
+    """Refuse a grammar that cannot compile, before any model is loaded (the library reads it without
+    a tokenizer); ConfigError names what is wrong."""
+    from llguidance import LLMatcher
+
+    problem = LLMatcher.validate_grammar(grammar_source(kind, text))
+    if problem:
+        _bad(first_line(problem))
+
+
 def ll_tokenizer(lm):
     """llguidance's view of the model's tokenizer (about a second to build; kept per tokenizer)."""
     import llguidance.hf
@@ -158,9 +168,19 @@ class GrammarMask(LogitsProcessor):
         if mask is None:
             matcher = self.matcher(prefix)
             if matcher.is_error():
-                mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+                parent = self._masks.get(prefix[:-1])
+                if prefix and parent is not None and bool(parent[prefix[-1]]):    # allowed, yet it broke
+                    raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
+                                                 f"tokens ({first_line(matcher.get_error())}); simplify the grammar")
+                mask = torch.zeros(self.vocab_size, dtype=torch.bool)   # a hypothesis that left the grammar
             else:
                 mask = unpack(matcher.compute_bitmask(), self.vocab_size)
+                if not prefix and (matcher.is_error() or not bool(mask.any())):
+                    _bad(f"no text matches it ({first_line(matcher.get_error() or str(matcher.stop_reason()))})")
+                if matcher.is_error() or not bool(mask.any()):     # it ran out of its limits on this grammar
+                    why = first_line(matcher.get_error()) if matcher.is_error() else str(matcher.stop_reason())
+                    raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
+                                                 f"tokens, allowing none to follow ({why}); simplify the grammar")
             self._masks[prefix] = mask
         return mask
 
@@ -228,6 +248,11 @@ def output_check(kind: str, text: str, output: str) -> tuple:
         ok = output in parse_choices(text)
         return ok, "one of the choices" if ok else "none of the choices"
     return None, "a Lark grammar: the matcher accepted it"
+
+
+STOP_WORDS = {"complete": "the grammar's text is whole",
+              "max_tokens": "stopped at max_new_tokens before the grammar could end: the text is incomplete",
+              "running": "the decode has not ended"}
 
 
 def stop_reason(trace) -> str:

@@ -12,9 +12,6 @@ import re
 
 import jsonschema
 import llguidance
-import llguidance.hf
-import llguidance.numpy
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +21,7 @@ from engine import ConfigError, DecodeConfig, Trace, TraceFormatError, decode
 from engine.config import MAX_GRAMMAR_BYTES
 from engine.grammar import stop_reason
 from engine.trace.mask import pack_mask, unpack_mask
+from grammar_reference import reference_greedy
 from tiers import examples
 
 PROMPT = "The capital of France is"
@@ -36,33 +34,6 @@ CASES = {
     "choices": (json.dumps(["Paris", "Rome", "Lyon"]),
                 lambda text: llguidance.grammar_from("choice", text)),
 }
-
-
-def reference_greedy(lm, prompt_ids, grammar, max_new_tokens):
-    """(ids, masks, Z_t) from llguidance's matcher walked by hand over full forward passes."""
-    tokenizer = llguidance.hf.from_tokenizer(lm.tokenizer, n_vocab=lm.facts.vocab_size,
-                                            eos_token=list(lm.eos_token_ids))
-    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
-    assert not matcher.is_error(), matcher.get_error()
-    bitmask = llguidance.numpy.allocate_token_bitmask(1, lm.facts.vocab_size)
-    ids, masks, feasible = [], [], []
-    for _ in range(max_new_tokens):
-        with torch.no_grad():
-            logits = lm.model(torch.tensor([prompt_ids + ids])).logits[0, -1].float().numpy()
-        llguidance.numpy.fill_next_token_bitmask(matcher, bitmask)
-        masked = logits[None].copy()
-        llguidance.numpy.apply_token_bitmask_inplace(masked, bitmask)
-        allowed = np.isfinite(masked[0])
-        probs = np.exp(logits - logits.max())
-        probs /= probs.sum()
-        masks.append(allowed)
-        feasible.append(float(probs[allowed].sum()))
-        token = int(masked[0].argmax())
-        ids.append(token)
-        if token in lm.eos_token_ids:
-            break
-        assert matcher.consume_token(token)
-    return ids, masks, feasible
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
