@@ -34,7 +34,8 @@ def feasible_strip(steps: list, labels: dict, current: int | None = None) -> go.
     for name, color in ((labels["free"], FREE), (labels["forced"], FORCED)):   # a legend for the two colours
         fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(color=color, size=12, symbol="square"),
                         name=name)
-    fig.update_yaxes(type="log", title=labels["y"], range=[max(-13.0, min(_log10(z) for z in zs) - 0.5), 0.45])
+    low = max(-13.0, min(_log10(z) for z in zs) - 0.5)          # the lowest bar shows, however small
+    fig.update_yaxes(type="log", dtick=1, title=labels["y"], range=[low, 0.45])
     fig.update_xaxes(title=labels["x"], dtick=1 if len(steps) <= 30 else None)
     fig.update_layout(title=labels["title"], height=360, margin=dict(t=60, b=50, l=60, r=20),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0), bargap=0.15)
