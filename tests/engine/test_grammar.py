@@ -168,3 +168,17 @@ def test_sampled_text_matches_any_small_pattern(llama, pattern, seed, top_k):
     trace = decode(llama, PROMPT, config)
     assert stop_reason(trace) == "complete"
     assert re.fullmatch(pattern, trace.best.text), (pattern, trace.best.text)
+
+
+def test_on_the_bundled_model_greedy_json_equals_the_librarys_walk(bundled):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+              "required": ["city"], "additionalProperties": False}
+    text = json.dumps(schema)
+    trace = decode(bundled, PROMPT, DecodeConfig(max_new_tokens=16, grammar_kind="json_schema", grammar=text))
+    ids, masks, feasible = reference_greedy(bundled, trace.prompt_token_ids,
+                                            CASES["json_schema"][1](text), 16)
+    assert [s.chosen_ids[0] for s in trace.steps] == ids
+    for step, mask, z in zip(trace.steps, masks, feasible):
+        assert (unpack_mask(step.grammar.mask, bundled.facts.vocab_size).numpy() == mask).all()
+        assert step.grammar.feasible_mass == pytest.approx(z, rel=1e-3, abs=1e-6)
+    jsonschema.validate(json.loads(trace.best.text), schema)
