@@ -37,6 +37,8 @@ def stage_name(processor) -> tuple:
         return "min_p", float(processor.min_p)
     if isinstance(processor, GrammarMask):
         return "grammar", 0.0
+    if hasattr(processor, "stage"):          # a stage of llama.cpp's chain (engine.sampler_order)
+        return processor.stage
     return type(processor).__name__, float("nan")
 
 
