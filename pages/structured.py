@@ -12,7 +12,8 @@ from figures.structured import feasible_strip
 from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
 from ui.progress import stopped_note, watched_decode
-from ui.session import cached, get_lm, keep_or_stop, shared_sidebar, sync_long_text, sync_url, url_number, url_value
+from ui.session import (cached, get_lm, keep_or_stop, needs_weights, shared_sidebar, sync_long_text, sync_url,
+                        url_number, url_value)
 
 # Ready grammars: (kind, name) -> text. "custom" keeps what the user typed.
 EXAMPLES = {
@@ -40,6 +41,7 @@ st.title(t("structured.title"))
 row = stage_row(t("structured.intro"), settings=t("present.settings"))
 slot = stage()
 settings = shared_sidebar()
+needs_weights()
 lm = get_lm(settings.model)
 if lm is None:
     st.stop()

@@ -79,3 +79,12 @@ def test_bad_grammars_get_one_line_and_status_2(capsys, monkeypatch, tiny_llama_
     assert "cannot read" in _refused(capsys, monkeypatch, folder, "--lark", str(tmp_path / "missing.lark"))
     assert "not allowed with" in _refused(capsys, monkeypatch, folder, "--regex", "a", "--choices", "a,b")
     assert "soft" in _refused(capsys, monkeypatch, folder, "--regex", "a", "--strategy", "soft")
+
+
+def test_a_served_model_refuses_a_grammar_by_name():
+    from engine import DecodeConfig
+    from engine.served.client import ServedError
+    from engine.served.decode import served_decode
+
+    with pytest.raises(ServedError, match="local model only"):
+        served_decode(None, "x", DecodeConfig(grammar_kind="regex", grammar="a+"))
