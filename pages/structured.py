@@ -1,6 +1,4 @@
 """Page: structured output. A grammar's mask at every step, Z_t, forced steps, and what the constraint cost."""
-import json
-
 import streamlit as st
 
 from engine import DecodeConfig, DecodeScopeError
@@ -9,31 +7,13 @@ from engine.grammar import output_check, stop_reason
 from engine.tokens import first_difference
 from figures.labels import for_markdown, one_line, visible
 from figures.structured import feasible_strip
+from ui.grammar_examples import EXAMPLES
 from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.session import (cached, get_lm, keep_or_stop, needs_weights, shared_sidebar, sync_long_text, sync_url,
                         url_number, url_value)
 
-# Ready grammars: (kind, name) -> text. "custom" keeps what the user typed.
-EXAMPLES = {
-    "json_schema": {
-        "city": json.dumps({"type": "object", "properties": {
-            "city": {"type": "string", "maxLength": 20}, "country": {"type": "string", "maxLength": 20}},
-            "required": ["city", "country"], "additionalProperties": False}),
-        "answer": json.dumps({"type": "object", "properties": {
-            "answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0, "maximum": 100}},
-            "required": ["answer", "confidence"], "additionalProperties": False}),
-        "person": json.dumps({"type": "object", "properties": {
-            "name": {"type": "string", "maxLength": 24}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
-            "languages": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
-            "required": ["name", "age", "languages"], "additionalProperties": False}),
-    },
-    "regex": {"date": r"\d{4}-\d{2}-\d{2}", "yes_no": r" (Yes|No)\.", "phone": r"\(\d{3}\) \d{3}-\d{4}"},
-    "choices": {"cities": json.dumps(["Paris", "London", "Berlin"]),
-                "sentiment": json.dumps(["positive", "negative", "neutral"])},
-    "lark": {"sum": 'start: NUM (" + " NUM)* " = " NUM\nNUM: /[0-9]{1,3}/'},
-}
 STRATEGIES = ("greedy", "sample", "beam")
 S = st.session_state
 

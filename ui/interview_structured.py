@@ -8,6 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.grammar_examples import EXAMPLES
 from ui.i18n import t
 
 S = st.session_state
@@ -18,6 +19,12 @@ DEMOS = (
     {"so_kind": "json_schema", "so_example": "person", "so_strategy": "greedy", "max_new_tokens": "64"},
     {"so_kind": "regex", "so_example": "date", "so_strategy": "greedy", "max_new_tokens": "16"},
 )
+
+
+def with_grammar(settings: dict) -> dict:
+    """A demo's settings with its example's text: a link then sets the grammar box too, even in a session
+    whose box holds another grammar."""
+    return {**settings, "so_grammar": EXAMPLES[settings["so_kind"]][settings["so_example"]]}
 
 
 def _next() -> None:
@@ -49,7 +56,7 @@ def structured_chain(demo_params) -> None:
             st.markdown(t(f"interview_so.a{pos}"))
             if PAGE.is_file():
                 st.page_link("pages/structured.py", label=t(f"interview_so.link{pos}"), icon="▶️",
-                             query_params=demo_params(DEMOS[pos - 1]))
+                             query_params=demo_params(with_grammar(DEMOS[pos - 1])))
             if pos < len(DEMOS):
                 st.button(t("interview.next_followup"), key="iv_so_next", icon="➡️", on_click=_next, type="primary")
             else:

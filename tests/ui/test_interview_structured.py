@@ -62,5 +62,6 @@ def test_the_chain_asks_one_question_at_a_time_and_links_each_answer_to_its_demo
         assert not page.exception, page.exception
         for key in ("so_kind", "so_example", "so_strategy"):
             assert page.session_state[key] == params[key]
-        assert page.session_state["so_last"].config.max_new_tokens == int(params["max_new_tokens"])
+        config = page.session_state["so_last"].config
+        assert config.max_new_tokens == int(params["max_new_tokens"]) and config.grammar == params["so_grammar"]
         assert page.title[0].value == texts("structured", lang)["title"]
