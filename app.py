@@ -23,6 +23,7 @@ PAGES = [
     ("expected_embedding.py", "nav.expected_embedding", "🧪"),
     ("teacher_forcing.py", "nav.teacher_forcing", "🎓"),
     ("kv_cache.py", "nav.kv_cache", "🗄️"),
+    ("structured.py", "nav.structured", "🧩"),
     ("interview.py", "nav.interview", "💬"),
 ]
 

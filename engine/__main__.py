@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import MAX_BEAMS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig
 from .errors import ConfigError, DecodeScopeError
+from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .tokens import unpaired_surrogate
 
 
@@ -103,6 +104,10 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
     p.add_argument("--stages", action="store_true",
                    help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
                         "token's probability")
+    p.add_argument("--sampler-order", default=d.sampler_order, choices=("transformers", "llama.cpp"),
+                   help="the order of the sampler stages: transformers' (temperature, top-k, top-p, min-p) or "
+                        "llama.cpp's (top-k, top-p, min-p, temperature last)")
+    add_grammar_arguments(p)
     lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)",
                           formatter_class=_Help)
     add_prompt_and_model(lens)
@@ -184,7 +189,8 @@ def _recorded_for(trace, step, node) -> list:
     return sorted(step.candidates, key=lambda c: c.rank)
 
 
-STAGE_LABELS = {"repetition_penalty": "penalty", "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
+STAGE_LABELS = {"repetition_penalty": "penalty", "grammar": "grammar",
+                "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
                 "min_p": "min-p"}
 
 
@@ -195,7 +201,8 @@ def format_stages_table(trace) -> str:
                                       "top-N only, so there are no stages to show)")
     if trace.config.strategy == "beam":        # no stages to list: the steps of the best hypothesis, and why
         return format_table(trace) + "\n" + _no_stages_note(trace.config)
-    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages: kept, top-1 p"]
+    order = "llama.cpp's" if trace.config.sampler_order == "llama.cpp" else "transformers'"
+    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages in {order} order: kept, top-1 p"]
     for step in trace.steps:
         prob = step.chosen.prob if step.chosen is not None else float("nan")
         lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
@@ -383,7 +390,7 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     if args.command == "lens":
         return lens_main(args)
     try:
-        config = config_from_args(args)
+        config = config_from_args(args).replace(**grammar_settings(args))
         config.validate()
         check_json_target(args.json)
         from .strategies import decode
@@ -412,7 +419,10 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     if args.json == "-":
         sys.stdout.write(trace.to_json() + "\n")
         return 0
-    print(format_stages_table(trace) if args.stages else format_table(trace))
+    if trace.steps and trace.steps[0].grammar is not None and not args.stages:
+        print(format_grammar_table(trace, _show))
+    else:
+        print(format_stages_table(trace) if args.stages else format_table(trace))
     if args.explain:
         from .explain import format_findings
 

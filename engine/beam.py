@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from .config import DecodeConfig
+from .grammar import grammar_record
 from .errors import ConfigError
 from .model import LoadedModel
 from .record import Distribution, candidates_record, kv_record
@@ -165,8 +166,13 @@ class BeamSearch(Runner):
         self.done_scores, self.done_flags = done_scores, done_flags
 
         # the records: the distribution shown, then (after the reorder) the cache
-        dist = self._record_distribution(fwd, step_logprobs, beam=int(top_beam[running_pick[0]]),
-                                         token=int(top_token[running_pick[0]]))
+        best_beam, best_token = int(top_beam[running_pick[0]]), int(top_token[running_pick[0]])
+        dist = self._record_distribution(fwd, step_logprobs, beam=best_beam, token=best_token)
+        grammar = None
+        if self.grammar is not None:        # the mask of the beam the best running beam extends
+            accepting = self.grammar.accepting(tuple(self.running[best_beam] + [best_token]))
+            grammar = grammar_record(lm.token_texts, self.grammar.last_scores[best_beam],
+                                     self.grammar.last_allowed[best_beam], accepting)
 
         # the new running beams, and the cache reordered to match
         parent_slots = top_beam[running_pick]
@@ -188,7 +194,8 @@ class BeamSearch(Runner):
         return Step(index=t, chosen_ids=[int(x) for x in self._last],
                     chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
                     beam_node_ids=list(self.running_nodes), candidates=dist.candidates, entropy=dist.entropy,
-                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count)
+                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
+                    grammar=grammar)
 
     def _record_distribution(self, fwd: Forward, step_logprobs: torch.Tensor, *, beam: int, token: int) -> Distribution:
         """The distribution a step shows: that of `beam`, the beam the new best running beam extends with `token`.

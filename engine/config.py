@@ -17,6 +17,11 @@ FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a t
 MAX_NEW_TOKENS = 1024
 MAX_BEAMS = 32
 MAX_TOP_N = 200
+GRAMMAR_KINDS = ("json_schema", "regex", "choices", "lark")
+GRAMMAR_STRATEGIES = ("greedy", "sample", "beam")   # one token per step: the grammar's matcher can follow it
+MAX_GRAMMAR_BYTES = 32_000                          # a bigger schema takes seconds to compile, per request
+MAX_CHOICES = 256
+SAMPLER_ORDERS = ("transformers", "llama.cpp")      # temperature first, or truncation first and temperature last
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,9 @@ class DecodeConfig:
     seed: int = 0                     # seeds the torch.Generator of every random draw
     top_n: int = 20                   # candidates recorded per step
     chat: bool = False                # wrap the prompt in the tokenizer's chat template
+    grammar_kind: str = ""            # constrained decoding: json_schema | regex | choices | lark; "" = off
+    grammar: str = ""                 # the schema, pattern, JSON list of choices or Lark grammar
+    sampler_order: str = "transformers"  # or llama.cpp: top-k, top-p, min-p, then temperature
 
     def replace(self, **changes) -> "DecodeConfig":
         return dataclasses.replace(self, **changes)
@@ -46,9 +54,9 @@ class DecodeConfig:
         the length is left out (a longer run takes the same first steps). Equal keys, equal steps."""
         if self.strategy == "beam":
             return dataclasses.astuple(self)     # the max length enters the beam scores' stopping test
-        key = (self.strategy, self.chat, self.top_n, self.repetition_penalty)
+        key = (self.strategy, self.chat, self.top_n, self.repetition_penalty, self.grammar_kind, self.grammar)
         if self.strategy in WARPED_STRATEGIES:
-            key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
+            key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.sampler_order)
         if self.strategy == "gumbel":
             key += (self.tau, self.hard)
         return key
@@ -125,4 +133,17 @@ class DecodeConfig:
             bad("top_n", f"must be between 1 and {MAX_TOP_N}, got {self.top_n}")
         if self.seed < 0 or self.seed >= 2**63:
             bad("seed", f"must be between 0 and 2**63 - 1, got {self.seed}")
+        if self.sampler_order not in SAMPLER_ORDERS:
+            bad("sampler_order",
+                f"unknown order '{self.sampler_order[:40]}'; choose one of {', '.join(SAMPLER_ORDERS)}")
+        if self.grammar_kind or self.grammar:
+            if self.grammar_kind not in GRAMMAR_KINDS:
+                bad("grammar_kind",
+                    f"unknown kind '{self.grammar_kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
+            size = len(self.grammar.encode("utf-8", "surrogatepass"))
+            if not 0 < size <= MAX_GRAMMAR_BYTES:
+                bad("grammar", f"is {size:,} bytes; a grammar is 1 to {MAX_GRAMMAR_BYTES:,} bytes")
+            if self.strategy not in GRAMMAR_STRATEGIES:
+                bad("grammar", f"constrains {', '.join(GRAMMAR_STRATEGIES)}; '{self.strategy}' feeds back no single "
+                               "token for it to follow")
         return self

@@ -15,6 +15,7 @@ import torch
 from .beam import beam_score
 from .config import FEEDBACK_STRATEGIES, DecodeConfig
 from .errors import ConfigError
+from .grammar import grammar_record
 from .model import LoadedModel
 from .record import candidates_record, feedback_record, kv_record
 from .runner import Forward, Runner
@@ -36,6 +37,9 @@ class Decoder(Runner):
             raise ConfigError("strategy", "strategy: use engine.beam.BeamSearch for beam search")
         super().__init__(lm, prompt, config)
         self.forced = {int(k): int(v) for k, v in (forced or {}).items()}
+        if self.forced and config.grammar_kind:
+            raise ConfigError("forced", "forced: a constrained decode takes only tokens its grammar allows; "
+                                        "branch without a grammar")
         for step, token in self.forced.items():
             if not 0 <= token < lm.facts.vocab_size:
                 raise ConfigError("forced", f"forced: token id {token} at step {step} is outside the vocabulary")
@@ -89,13 +93,19 @@ class Decoder(Runner):
                                [c.token_id for c in dist.candidates])
         kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
                        beams=1, appended=fwd.appended, copied=0, cached_sequences=[context[0].tolist()])
+        grammar = None
+        if self.grammar is not None:
+            accepting = self.grammar.accepting(tuple(self.generated + [token]))
+            grammar = grammar_record(lm.token_texts, self.grammar.last_scores[0], self.grammar.last_allowed[0],
+                                     accepting)
         self.generated.append(token)
         self.logprobs.append(float(torch.log_softmax(logits, -1)[token]))
         if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
             self.finished = True
         return Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
                     kv=kv, stages=stages, candidates=dist.candidates, entropy=dist.entropy,
-                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count)
+                    shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
+                    grammar=grammar)
 
     def _choose(self, shaped: torch.Tensor) -> tuple[int, FeedBack | None, tuple | None]:
         """shaped: [V]. (token id, FeedBack or None, next input or None) for the configured strategy."""

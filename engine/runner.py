@@ -18,6 +18,7 @@ import torch
 import transformers
 
 from .config import DecodeConfig
+from .grammar import GrammarMask
 from .kv import cache_size
 from .model import LoadedModel
 from .shaping import build_processors
@@ -69,6 +70,10 @@ class Runner:
         self.lm, self.prompt, self.config = lm, prompt, config
         self.prompt_ids = encode_prompt(lm, prompt, config.chat, config.max_new_tokens)
         self.processors = build_processors(config)
+        self.grammar: GrammarMask | None = None
+        if config.grammar_kind:          # after the repetition penalty, before the warpers, as generate runs it
+            self.grammar = GrammarMask(lm, config.grammar_kind, config.grammar, len(self.prompt_ids))
+            self.processors.insert(1 if config.repetition_penalty != 1.0 else 0, self.grammar)
         self.steps: list[Step] = []
         self.finished = False
         self._past = None                 # the transformers cache after the last forward pass

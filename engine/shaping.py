@@ -17,10 +17,14 @@ from transformers import (
 )
 
 from .config import WARPED_STRATEGIES, DecodeConfig
+from .sampler_order import llama_cpp_processors
 
 
 def build_processors(config: DecodeConfig) -> LogitsProcessorList:
-    """The processor list `generate` would build for these settings."""
+    """The processor list `generate` would build for these settings (or llama.cpp's chain, when the config
+    asks for its order)."""
+    if config.sampler_order == "llama.cpp":
+        return llama_cpp_processors(config)
     processors = LogitsProcessorList()
     if config.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
@@ -60,4 +64,6 @@ def describe(config: DecodeConfig) -> str:
             parts.append(f"top-p {config.top_p:g}")
         if config.min_p > 0:
             parts.append(f"min-p {config.min_p:g}")
+    if config.sampler_order == "llama.cpp" and config.strategy in WARPED_STRATEGIES and parts:
+        parts.append("in llama.cpp's order (temperature last)")
     return ", ".join(parts) or "no shaping"

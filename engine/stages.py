@@ -7,6 +7,8 @@ which tokens it removed, how much probability they held, and the renormalised re
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from transformers import (
     MinPLogitsWarper,
@@ -16,9 +18,11 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from .grammar import GrammarMask
+from .shaping import build_processors
 from .trace import Stage, StageToken
 
-ORDER = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+ORDER = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 CUT_SHOWN = 20     # removed tokens kept per stage, best ranked first
 
 
@@ -34,6 +38,10 @@ def stage_name(processor) -> tuple:
         return "top_p", float(processor.top_p)
     if isinstance(processor, MinPLogitsWarper):
         return "min_p", float(processor.min_p)
+    if isinstance(processor, GrammarMask):
+        return "grammar", 0.0
+    if hasattr(processor, "stage"):          # a stage of llama.cpp's chain (engine.sampler_order)
+        return processor.stage
     return type(processor).__name__, float("nan")
 
 
@@ -71,3 +79,30 @@ def stages_record(token_texts, processors, logits: torch.Tensor, staged: list, c
             cut=[StageToken(int(i), token_texts[int(i)], float(previous_probs[i])) for i in listed]))
         previous, previous_probs, previous_cut = after, probs, cut
     return stages
+
+
+@dataclass(frozen=True)
+class OrderedChain:
+    """One step's sampler chain in one engine's order: its stages, the set it keeps, and which stage dropped
+    each token it drops."""
+    order: str
+    stages: list           # [Stage]
+    kept: torch.Tensor     # [V] bool
+    staged: list           # [[1, V]] the scores after each stage
+
+    def dropped_by(self, token_id: int) -> str | None:
+        """The name of the stage that removed `token_id` (None when the chain keeps it)."""
+        for stage, after in zip(self.stages, self.staged):
+            if torch.isneginf(after[0, token_id]):
+                return stage.name
+        return None
+
+
+def chain_in_order(token_texts, config, context: torch.Tensor, logits: torch.Tensor, candidate_ids: list,
+                   order: str) -> OrderedChain:
+    """The step's stages, recomputed from its raw logits [V], in `order` ('transformers' or 'llama.cpp')."""
+    processors = build_processors(config.replace(sampler_order=order))
+    staged = staged_scores(processors, context, logits[None])
+    final = staged[-1][0] if staged else logits
+    return OrderedChain(order=order, stages=stages_record(token_texts, processors, logits, staged, candidate_ids),
+                        kept=~torch.isneginf(final), staged=staged)

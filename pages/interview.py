@@ -10,6 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.i18n import language, t
+from ui.interview_structured import structured_chain
 from ui.present import presenting
 from ui.session import DEFAULT_PROMPT, demo_language_settings, served_selected, shared_sidebar
 
@@ -207,6 +208,7 @@ with cards:
     simple_card("scenario")
     chain_card()
     simple_card("direct")
+    structured_chain(demo_params)
     ratings = list(S["iv_ratings"].values())
     st.caption(t("interview.rating_summary", rated=len(ratings), total=3,
                  **{r: ratings.count(r) for r in RATINGS}))

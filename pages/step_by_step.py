@@ -10,7 +10,7 @@ from figures.served import other_mass
 from figures.labels import for_markdown, visible
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.pipeline import render_escape, render_lens, render_stages
+from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, shortcut, stage_row
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
@@ -204,7 +204,8 @@ def stepper_panel():
         st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
     if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
         render_stages(step, config, key="sbs_stages", uploaded=recorded is not None,
-                      served=served_facts(recorded) is not None)
+                      served=served_facts(recorded) is not None, inputs=step_inputs(stepper),
+                      token_texts=stepper.lm.token_texts if stepper.lm is not None else None)
 
     # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
     if stepper.can_branch:

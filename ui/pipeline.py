@@ -8,10 +8,16 @@ Three panels under the step's chart, each a function the page calls:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
+import torch
 
 from engine import DecodeScopeError, LoadedModel, Trace
+from engine.config import WARPED_STRATEGIES
 from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
+from engine.sampler_order import ORDERS, disputed
+from engine.stages import chain_in_order
 from engine.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
@@ -22,7 +28,7 @@ from ui.i18n import t
 from ui.present import sized
 from ui.session import cached
 
-STAGE_NAMES = ("raw", "repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+STAGE_NAMES = ("raw", "repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 CUT_LISTED = 5
 
 
@@ -44,8 +50,11 @@ def _no_stages_reason(config, uploaded: bool) -> str:
     return t("pipeline.stages_none_old") if uploaded and shaping else t("pipeline.stages_none_settings")
 
 
-def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False) -> None:
-    """The current step, stage by stage, in transformers' order (a served model's step has none)."""
+def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False, inputs=None,
+                  token_texts=None) -> None:
+    """The current step, stage by stage, in transformers' order (a served model's step has none).
+    inputs: a function giving (context [1, n], raw logits [V]) of the step, when the model is at hand (its
+    token_texts with it): then the same settings are shown in llama.cpp's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         st.caption(t("pipeline.stages_order"))
         if served:
@@ -64,6 +73,60 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
                  t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED])}
                 for stage in step.stages]
         st.dataframe(rows, hide_index=True, width="stretch")
+        if inputs is not None and config.strategy in WARPED_STRATEGIES:
+            render_orders(step, config, key, inputs, token_texts)
+
+
+def render_orders(step, config, key: str, inputs, token_texts) -> None:
+    """The same settings in both engines' orders: the kept sets side by side when they differ, and the token
+    that one order keeps and the other drops (what users of one engine call 'sampled despite min-p')."""
+    st.markdown(t("pipeline.orders_header"))
+    ids = [c.token_id for c in step.candidates]
+    try:
+        identity = (step.index, tuple(c.token_id for c in step.candidates), step.chosen_ids[0], config.steps_key())
+        context, logits = cached(f"{key}_orders_inputs", identity, inputs)
+    except DecodeScopeError as exc:
+        st.info(str(exc))
+        return
+    lm_texts = token_texts
+    chains = {order: chain_in_order(lm_texts, config, context, logits, ids, order) for order in ORDERS}
+    a, b = chains["transformers"], chains["llama.cpp"]
+    if bool((a.kept == b.kept).all()):
+        st.caption(t("pipeline.orders_same", n=f"{int(a.kept.sum()):,}"))
+        return
+    words = {**stage_words(), **_words("stages_fig_", ("y", "kept", "title", "chosen"))}
+    for column, chain in zip(st.columns(2), (a, b)):
+        shown = dataclasses.replace(step, stages=chain.stages)
+        fig = stages_figure(shown, texts={**words, "x": t(f"pipeline.orders_x_{_slug(chain.order)}")})
+        column.plotly_chart(sized(fig), key=f"{key}_order_{_slug(chain.order)}", width="stretch")
+        column.caption(t("pipeline.orders_kept", order=t(f"pipeline.order_{_slug(chain.order)}"),
+                         n=f"{int(chain.kept.sum()):,}"))
+    token = disputed(logits, a.kept, b.kept)[0]
+    keeps, drops = (a, b) if bool(a.kept[token]) else (b, a)
+    p = float(torch.softmax(logits, -1)[token])
+    st.warning(t("pipeline.orders_case", token=for_markdown(visible(lm_texts[token])), p=f"{p:.4f}",
+                 keeps=t(f"pipeline.order_{_slug(keeps.order)}"), drops=t(f"pipeline.order_{_slug(drops.order)}"),
+                 stage=t(f"pipeline.stage_{drops.dropped_by(token)}").format(value="").strip()), icon="🔀")
+
+
+def step_inputs(stepper):
+    """For render_stages: a function giving the context and raw logits of the stepper's current step (one
+    forward pass), or None when no model is at hand (an uploaded trace, a served model)."""
+    lm = stepper.lm
+    if lm is None:
+        return None
+
+    def inputs():
+        trace = stepper.trace()
+        ids = list(trace.prompt_token_ids) + list(trace.best.token_ids)[:stepper.cursor]
+        with torch.inference_mode():
+            return torch.tensor([ids]), step_logits(lm, trace, stepper.cursor)
+
+    return inputs
+
+
+def _slug(order: str) -> str:
+    return order.replace(".", "_")
 
 
 def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:

@@ -60,6 +60,9 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
     if config.strategy in FEEDBACK_STRATEGIES:
         raise ServedError(f"{config.strategy} decoding feeds a vector back into the model; a completions server "
                           "takes only text, so it runs on a local model only")
+    if config.grammar_kind:
+        raise ServedError("grammar: constrained decoding walks the grammar over the model's own logits at every "
+                          "step, so it runs on a local model only")
     if not prompt:
         raise ServedError("prompt is empty; type some text for the model to continue")
     top_n = min(config.top_n, server.max_logprobs)

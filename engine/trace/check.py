@@ -21,11 +21,13 @@ import math
 
 from ..config import MAX_BEAMS, MAX_TOP_N
 from ..errors import TraceFormatError, quoted
+from .mask import unpack_mask
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
 MAX_PROMPT_TOKENS = 32_768 # when the file does not say its context length; pages loop over the prompt
-STAGE_NAMES = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
+STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
+MAX_GRAMMAR_REMOVED = 10   # the recorder keeps the 10 most likely tokens a grammar removed
 MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
 STATUSES = ("kept", "pruned", "finished")
 
@@ -139,6 +141,8 @@ class _Checker:
                 self.kv(step.kv, f"{where}, kv")
             for k, stage in enumerate(step.stages):
                 self.stage(stage, len(step.candidates), f"{where}, stage {k + 1}")
+            if step.grammar is not None:
+                self.grammar(step, f"{where}, grammar")
             if len(step.stages) > len(STAGE_NAMES):
                 _fail(f"{where}: {len(step.stages)} stages; transformers applies at most {len(STAGE_NAMES)}")
 
@@ -163,6 +167,36 @@ class _Checker:
         for j, token in enumerate(stage.cut):
             self.token(token.token_id, f"{where}, cut token {j + 1}")
             _share(token.prob, f"{where}, cut token {j + 1}", "prob")
+
+    def grammar(self, step, where: str) -> None:
+        """A grammar's step: a mask of exactly the vocabulary's size holding `allowed` tokens, the chosen
+        token among them (one sequence), the removed tokens outside it."""
+        g = step.grammar
+        if not self.config.grammar_kind:
+            _fail(f"{where}: the step has a grammar's mask but the config has no grammar")
+        if self.vocab is None:
+            _fail(f"{where}: a grammar's mask needs the model fact 'vocab_size'")
+        try:
+            allowed = unpack_mask(g.mask, self.vocab)
+        except ValueError as exc:
+            _fail(f"{where}: {exc}")
+        count = int(allowed.sum())
+        if g.allowed != count:
+            _fail(f"{where}: it says {g.allowed:,} tokens allowed; its mask allows {count:,}")
+        if count < 1:
+            _fail(f"{where}: its mask allows no token")
+        if g.forced != (count == 1):
+            _fail(f"{where}: 'forced' must be true exactly when one token is allowed")
+        _share(g.feasible_mass, where, "feasible_mass")
+        if not self.beam and not bool(allowed[step.chosen_ids[0]]):
+            _fail(f"{where}: the chosen token {step.chosen_ids[0]} is not one the mask allows")
+        if len(g.removed) > MAX_GRAMMAR_REMOVED:
+            _fail(f"{where}: {len(g.removed):,} removed tokens listed, more than {MAX_GRAMMAR_REMOVED}")
+        for j, token in enumerate(g.removed):
+            self.token(token.token_id, f"{where}, removed token {j + 1}")
+            _share(token.prob, f"{where}, removed token {j + 1}", "prob")
+            if bool(allowed[token.token_id]):
+                _fail(f"{where}, removed token {j + 1}: token {token.token_id} is one the mask allows")
 
     def candidate(self, cand, where: str) -> None:
         self.token(cand.token_id, where)

@@ -9,7 +9,7 @@ import re
 
 from ..config import DecodeConfig
 from ..errors import ConfigError, TraceFormatError, quoted
-from .records import Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
+from .records import Candidate, FeedBack, GrammarStep, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
 
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
 
@@ -240,6 +240,24 @@ def _stage(d) -> Stage:
                  top_prob=_field(d, "top_prob", _num), cut=_each(d, "cut", _stage_token, "cut token", default=[]))
 
 
+MAX_MASK_TEXT = 200_000        # a packed mask of 262,144 tokens is at most ~45,000 characters
+
+
+def _mask_text(value) -> str:
+    text = _str(value)
+    if len(text) > MAX_MASK_TEXT:
+        raise ValueError(f"the mask is {len(text):,} characters; at most {MAX_MASK_TEXT:,}")
+    return text
+
+
+def _grammar(d) -> GrammarStep | None:
+    if d is None:
+        return None
+    return GrammarStep(allowed=_field(d, "allowed", _int), feasible_mass=_field(d, "feasible_mass", _num),
+                       forced=_field(d, "forced", _bool), accepting=_field(d, "accepting", _bool),
+                       removed=_each(d, "removed", _stage_token, "removed token"), mask=_field(d, "mask", _mask_text))
+
+
 def _step(d) -> Step:
     return Step(index=_field(d, "index", _int), candidates=_each(d, "candidates", _candidate, "candidate"),
                 entropy=_field(d, "entropy", _num), shaped_entropy=_field(d, "shaped_entropy", _num),
@@ -249,7 +267,8 @@ def _step(d) -> Step:
                 feedback=_field(d, "feedback", _feedback, None), kv=_field(d, "kv", _kv, None),
                 beam_node_ids=_each(d, "beam_node_ids", _int, default=[]),
                 seconds=_field(d, "seconds", _num, 0.0),
-                stages=_each(d, "stages", _stage, "stage", default=[]))
+                stages=_each(d, "stages", _stage, "stage", default=[]),
+                grammar=_field(d, "grammar", _grammar, None))
 
 
 def _node(d) -> Node:

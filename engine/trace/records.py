@@ -77,6 +77,17 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class GrammarStep:
+    """What a grammar's mask did at one step (constrained decoding)."""
+    allowed: int         # tokens the grammar allowed next, of the vocabulary
+    feasible_mass: float # Z_t: probability the model gave the allowed tokens before the mask
+    forced: bool         # exactly one token allowed: the grammar, not the model, chose it
+    accepting: bool      # after this step's token the text is a whole match (the grammar may end)
+    removed: list        # [StageToken] the most likely tokens the mask removed, with their probabilities
+    mask: str            # the allowed set: one bit per token, zlib-compressed, base64
+
+
+@dataclass(frozen=True)
 class Step:
     index: int                      # 0 = the first generated token
     candidates: list                # [Candidate] top-N, for beams: of the best running beam
@@ -91,6 +102,7 @@ class Step:
     beam_node_ids: list = field(default_factory=list)   # running beams' node ids after this step
     seconds: float = 0.0            # wall time of this step's forward pass and choice
     stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
+    grammar: GrammarStep | None = None                   # constrained decoding: what the grammar's mask did
 
     @property
     def chosen(self) -> "Candidate | None":

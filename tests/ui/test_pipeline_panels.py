@@ -14,6 +14,7 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from figures.labels import for_markdown, visible  # noqa: E402
 from ui.present import PRESENT_FONT  # noqa: E402
 
 PROMPT = "The capital of France is"
@@ -219,3 +220,22 @@ def test_a_loop_in_a_run_that_draws_no_token_says_why_there_is_no_grid(strategy,
     # w20 w21 from step 7 (0-based): the loop's second copy begins at step 9, shown as step 10
     assert [i.value for i in at.info] == [words[f"escape_none_{reason}"].format(step=10)]
     assert not at.get("plotly_chart") and not at.button
+
+
+def test_the_stage_panel_names_a_token_one_order_keeps_and_the_other_drops(tiny_llama_folder):
+    lm, folder = tiny_llama_folder
+    at = open_step_page(folder, max_new_tokens=2, strategy="sample", temperature=3.0, min_p=0.2)
+    _, logits = first_logits(lm)
+    logits = logits[0]
+    # by hand: min-p keeps logit >= top + ln(0.2); transformers applies it to logits / 3, llama.cpp to the raw ones
+    after_temperature = (logits / 3.0 >= (logits / 3.0).max() + torch.log(torch.tensor(0.2)))
+    raw = logits >= logits.max() + torch.log(torch.tensor(0.2))
+    only = (after_temperature & ~raw).nonzero().flatten()
+    assert len(only) > 0                                   # at temperature 3, transformers keeps more
+    first = int(only[torch.argmax(logits[only])])
+    words = texts("en")
+    assert any(words["orders_kept"].format(order=words["order_transformers"],
+                                           n=f"{int(after_temperature.sum()):,}") in c.value for c in at.caption)
+    case = [w.value for w in at.warning if "min-p" in w.value]
+    assert len(case) == 1 and words["order_llama_cpp"] + " drops it at min-p" in case[0]
+    assert "“" + for_markdown(visible(lm.token_texts[first])) + "”" in case[0]

@@ -1,0 +1,266 @@
+"""Constrained decoding: a grammar removes, at every step, each token that cannot continue a valid output.
+
+The grammar is compiled and walked by llguidance (JSON Schema, regular expression, a list of choices,
+Lark): its matcher says which tokens may come next, as a bitmask over the vocabulary. `GrammarMask` is
+a transformers logits processor built on it: it sets the score of every other token to -inf, and the
+rest is renormalised by the softmax that follows. transformers runs such a processor after the
+repetition penalty and before temperature / top-k / top-p / min-p, and so does this one.
+
+A processor sees only `input_ids`, and beam search calls it on several hypotheses at once; so the mask
+keeps one matcher per generated prefix (a hypothesis is a prefix), made by copying its parent's matcher
+and feeding it the one new token. Each step records what the mask did (`grammar_record`): how many
+tokens it allowed, the feasible mass Z_t (the probability the model gave the allowed tokens before the
+mask), the best tokens it removed, and the mask itself, packed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import weakref
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+from .config import GRAMMAR_KINDS, MAX_CHOICES
+from .errors import ConfigError
+from .trace import GrammarStep, StageToken
+from .trace.mask import pack_mask
+
+REMOVED_SHOWN = 10          # removed tokens recorded per step, most likely first
+_TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _bad(message: str):
+    raise ConfigError("grammar", f"grammar: {message}")
+
+
+def parse_choices(text: str) -> list:
+    """A choice list as the config holds it: a JSON list of non-empty strings."""
+    try:
+        choices = json.loads(text)
+    except json.JSONDecodeError:
+        choices = None
+    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+        _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]")
+    if not choices or any(not c for c in choices):
+        _bad("a choice list needs at least one choice, and no empty one")
+    if len(choices) > MAX_CHOICES:
+        _bad(f"{len(choices)} choices; at most {MAX_CHOICES}")
+    return choices
+
+
+def parse_schema(text: str):
+    """The JSON Schema held in the config, parsed; a text that is not JSON is named with where it breaks."""
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+    if not isinstance(schema, dict | bool):
+        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}")
+    return schema
+
+
+def grammar_source(kind: str, text: str) -> str:
+    """The llguidance grammar for (kind, text); raises ConfigError for text that is not of its kind."""
+    from llguidance import LLMatcher
+
+    if kind == "json_schema":
+        # one fixed layout (", " and ": "), so a step's mask does not hinge on where the model puts spaces
+        return LLMatcher.grammar_from_json_schema(
+            parse_schema(text), overrides={"whitespace_flexible": False, "item_separator": ", ",
+                                           "key_separator": ": "})
+    if kind == "regex":
+        return LLMatcher.grammar_from_regex(text)
+    if kind == "choices":
+        lark = "start: " + " | ".join(json.dumps(c) for c in parse_choices(text))
+        return LLMatcher.grammar_from_lark(lark)
+    if kind == "lark":
+        return LLMatcher.grammar_from_lark(text)
+    _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
+
+
+def check_grammar(kind: str, text: str) -> None:
+    """Refuse a grammar that cannot compile, before any model is loaded (the library reads it without
+    a tokenizer); ConfigError names what is wrong."""
+    from llguidance import LLMatcher
+
+    problem = LLMatcher.validate_grammar(grammar_source(kind, text))
+    if problem:
+        _bad(first_line(problem))
+
+
+def ll_tokenizer(lm):
+    """llguidance's view of the model's tokenizer (about a second to build; kept per tokenizer)."""
+    import llguidance.hf
+
+    tok = lm.tokenizer
+    cached = _TOKENIZERS.get(tok)
+    if cached is None or cached[0] != lm.facts.vocab_size:
+        try:
+            ll = llguidance.hf.from_tokenizer(tok, n_vocab=lm.facts.vocab_size, eos_token=list(lm.eos_token_ids))
+        except ValueError as exc:      # a slow (Python) tokenizer
+            raise ConfigError("grammar", f"grammar: this model's tokenizer cannot be read by the grammar "
+                                         f"library ({exc})") from None
+        cached = (lm.facts.vocab_size, ll)
+        _TOKENIZERS[tok] = cached
+    return cached[1]
+
+
+def first_line(message: str) -> str:
+    """The library's message in one line: its first line, and the line saying what the error is, when there
+    is one (it follows with the grammar and a dump of its state)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return "the grammar library refused it"
+    line = lines[0]
+    detail = next((x[len("error:"):].strip() for x in lines[1:] if x.startswith("error:")), "")
+    if detail:
+        line = f"{line.rstrip(': ')}: {detail}"
+    return line[:300]
+
+
+class GrammarMask(LogitsProcessor):
+    """The grammar as a logits processor: -inf for each token the grammar does not allow next.
+
+    Rows of `input_ids` are the prompt (`prompt_len` tokens) plus a generated prefix; each prefix gets
+    its own matcher and mask, cached, so that several beams, or the same step shown twice, cost one walk."""
+
+    def __init__(self, lm, kind: str, text: str, prompt_len: int):
+        from llguidance import LLMatcher
+
+        self.kind, self.text, self.prompt_len = kind, text, prompt_len
+        self.vocab_size = lm.facts.vocab_size
+        tokenizer = ll_tokenizer(lm)
+        source = grammar_source(kind, text)
+        problem = LLMatcher.validate_grammar(source, tokenizer)
+        if problem:
+            _bad(first_line(problem))
+        root = LLMatcher(tokenizer, source, log_level=0)
+        if root.is_error():
+            _bad(first_line(root.get_error()))
+        self._matchers = {(): root}
+        self._masks: dict = {}
+        first = self.allowed(())
+        if root.is_error() or (not bool(first.any())):
+            _bad("no text matches it (" + first_line(root.get_error()) + ")")
+        if not root.is_accepting() and all(bool(first[i]) == (i in lm.eos_token_ids)
+                                           for i in first.nonzero().flatten().tolist()):
+            _bad("no text matches it: it cannot start and cannot be empty")
+        self.last_allowed: torch.Tensor | None = None     # [rows, V] bool, from the last call
+        self.last_scores: torch.Tensor | None = None      # [rows, V] the scores that call received
+
+    def matcher(self, prefix: tuple):
+        """The matcher after `prefix`: the longest cached prefix, copied, fed the tokens after it."""
+        known = len(prefix)
+        while prefix[:known] not in self._matchers:
+            known -= 1
+        matcher = self._matchers[prefix[:known]]
+        for n in range(known + 1, len(prefix) + 1):
+            matcher = matcher.deep_copy()
+            matcher.consume_token(prefix[n - 1])       # a token the grammar refuses leaves it in its error state
+            self._matchers[prefix[:n]] = matcher
+        return matcher
+
+    def allowed(self, prefix: tuple) -> torch.Tensor:
+        """[V] bool: the tokens the grammar allows after `prefix` (none once the prefix broke it)."""
+        mask = self._masks.get(prefix)
+        if mask is None:
+            matcher = self.matcher(prefix)
+            if matcher.is_error():
+                parent = self._masks.get(prefix[:-1])
+                if prefix and parent is not None and bool(parent[prefix[-1]]):    # allowed, yet it broke
+                    raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
+                                                 f"tokens ({first_line(matcher.get_error())}); simplify the grammar")
+                mask = torch.zeros(self.vocab_size, dtype=torch.bool)   # a hypothesis that left the grammar
+            else:
+                mask = unpack(matcher.compute_bitmask(), self.vocab_size)
+                if not prefix and (matcher.is_error() or not bool(mask.any())):
+                    _bad(f"no text matches it ({first_line(matcher.get_error() or str(matcher.stop_reason()))})")
+                if matcher.is_error() or not bool(mask.any()):     # it ran out of its limits on this grammar
+                    why = first_line(matcher.get_error()) if matcher.is_error() else str(matcher.stop_reason())
+                    raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
+                                                 f"tokens, allowing none to follow ({why}); simplify the grammar")
+            self._masks[prefix] = mask
+        return mask
+
+    def accepting(self, prefix: tuple) -> bool:
+        """Whether the text of `prefix` is a whole match (the grammar may end here)."""
+        matcher = self.matcher(prefix)
+        return not matcher.is_error() and matcher.is_accepting()
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        prefixes = [tuple(row[self.prompt_len:].tolist()) for row in input_ids]
+        allowed = torch.stack([self.allowed(p) for p in prefixes]).to(scores.device)
+        longest = max(len(p) for p in prefixes)
+        for cache in (self._matchers, self._masks):       # older prefixes are never asked for again
+            for key in [k for k in cache if 0 < len(k) < longest - 1]:
+                del cache[key]
+        self.last_allowed, self.last_scores = allowed, scores.detach().clone()
+        return scores.masked_fill(~allowed, float("-inf"))
+
+
+def unpack(bitmask: bytes, vocab_size: int) -> torch.Tensor:
+    """llguidance's bitmask (one bit per token, little-endian 32-bit words) as [vocab_size] bool."""
+    bits = np.unpackbits(np.frombuffer(bitmask, dtype=np.uint8), bitorder="little")[:vocab_size]
+    return torch.from_numpy(bits.astype(bool))
+
+
+def grammar_record(token_texts, received: torch.Tensor, allowed: torch.Tensor, accepting: bool) -> GrammarStep:
+    """What the mask did at one step. received: [V] the scores it was given (logits or log-probs);
+    allowed: [V] bool; accepting: whether the text after this step's token is a whole match."""
+    probs = torch.softmax(received.float(), dim=-1)
+    removed = probs.masked_fill(allowed, -1.0)
+    count = int(allowed.sum())
+    top = torch.topk(removed, k=min(REMOVED_SHOWN, int((~allowed).sum())))
+    return GrammarStep(
+        allowed=count, feasible_mass=float(probs[allowed].sum()), forced=count == 1, accepting=accepting,
+        removed=[StageToken(int(i), token_texts[int(i)], float(p)) for p, i in zip(top.values, top.indices)],
+        mask=pack_mask(allowed))
+
+
+def output_check(kind: str, text: str, output: str) -> tuple:
+    """(valid, why) for a decoded output, checked without the grammar library: JSON parsed and validated
+    by jsonschema, a regex by Python's re (when it reads the pattern), a choice by equality. A Lark grammar
+    has no second checker here: (None, why)."""
+    if kind == "json_schema":
+        import jsonschema
+
+        try:
+            value = json.loads(output)
+        except json.JSONDecodeError as exc:
+            return False, f"not JSON ({exc.msg} at character {exc.pos + 1})"
+        try:
+            jsonschema.validate(value, parse_schema(text))
+        except jsonschema.ValidationError as exc:
+            return False, f"JSON, but not of the schema ({exc.message[:200]})"
+        except jsonschema.SchemaError:
+            return None, "JSON; the schema itself is not one jsonschema reads"
+        return True, "JSON that matches the schema"
+    if kind == "regex":
+        try:
+            pattern = re.compile(text)
+        except re.error:
+            return None, "Python's re does not read this pattern; not checked a second time"
+        ok = pattern.fullmatch(output) is not None
+        return ok, "the pattern matches the whole text" if ok else "the pattern does not match the whole text"
+    if kind == "choices":
+        ok = output in parse_choices(text)
+        return ok, "one of the choices" if ok else "none of the choices"
+    return None, "a Lark grammar: the matcher accepted it"
+
+
+STOP_WORDS = {"complete": "the grammar's text is whole",
+              "max_tokens": "stopped at max_new_tokens before the grammar could end: the text is incomplete",
+              "running": "the decode has not ended"}
+
+
+def stop_reason(trace) -> str:
+    """Why a constrained run ended: 'complete' (the grammar could end and did, or the text is a whole
+    match), 'max_tokens' (the token budget ran out before the grammar could end) or 'running'."""
+    steps = trace.steps
+    if not steps or steps[-1].grammar is None:
+        return "running"
+    if steps[-1].grammar.accepting:
+        return "complete"
+    return "max_tokens" if len(steps) >= trace.config.max_new_tokens else "running"

@@ -1,0 +1,152 @@
+"""Page: structured output. A grammar's mask at every step, Z_t, forced steps, and what the constraint cost."""
+import streamlit as st
+
+from engine import DecodeConfig, DecodeScopeError
+from engine.config import GRAMMAR_KINDS
+from engine.grammar import output_check, stop_reason
+from engine.tokens import first_difference
+from figures.labels import for_markdown, one_line, visible
+from figures.structured import feasible_strip
+from ui.grammar_examples import EXAMPLES
+from ui.i18n import t
+from ui.present import main_chart, stage, stage_row
+from ui.progress import stopped_note, watched_decode
+from ui.session import (cached, get_lm, keep_or_stop, needs_weights, shared_sidebar, sync_long_text, sync_url,
+                        url_number, url_value)
+
+STRATEGIES = ("greedy", "sample", "beam")
+S = st.session_state
+
+st.title(t("structured.title"))
+row = stage_row(t("structured.intro"), settings=t("present.settings"))
+slot = stage()
+settings = shared_sidebar()
+needs_weights()
+lm = get_lm(settings.model)
+if lm is None:
+    st.stop()
+
+
+# ---- the grammar -------------------------------------------------------------------------------------
+def _pick(key: str, options: tuple, default: str) -> str:
+    saved = url_value(key, default, str)
+    return saved if saved in options else default
+
+
+def _example_chosen() -> None:
+    """A ready example replaces the text in the box; "custom" leaves it to the user."""
+    kind, name = S["so_kind"], S["so_example"]
+    if name in EXAMPLES[kind]:
+        S["so_grammar"] = EXAMPLES[kind][name]
+
+
+def _kind_chosen() -> None:
+    S["so_example"] = next(iter(EXAMPLES[S["so_kind"]]))
+    _example_chosen()
+
+
+box = row["settings"]
+c1, c2, c3 = box.columns([2, 2, 2])
+kind = c1.radio(t("structured.kind"), GRAMMAR_KINDS, key="so_kind", horizontal=True, on_change=_kind_chosen,
+                index=GRAMMAR_KINDS.index(_pick("so_kind", GRAMMAR_KINDS, "json_schema")),
+                format_func=lambda k: t("structured.kind_" + k))
+names = (*EXAMPLES[kind], "custom")
+example = c2.selectbox(t("structured.example"), names, key="so_example", on_change=_example_chosen,
+                       index=names.index(_pick("so_example", names, names[0])),
+                       format_func=lambda n: t("structured.example_" + n))
+strategy = c3.radio(t("structured.strategy"), STRATEGIES, key="so_strategy", horizontal=True,
+                    index=STRATEGIES.index(_pick("so_strategy", STRATEGIES, "greedy")),
+                    format_func=lambda s: t("structured.strategy_" + s))
+default_text = EXAMPLES[kind].get(example) or EXAMPLES[kind][next(iter(EXAMPLES[kind]))]
+text = box.text_area(t("structured.grammar_" + kind), value=url_value("so_grammar", default_text), key="so_grammar",
+                     height=110 if kind in ("json_schema", "lark") else 68, help=t("structured.grammar_help"))
+if example != "custom" and text != EXAMPLES[kind][example]:
+    example = "custom"          # an edited example is the user's own grammar
+sync_url(so_kind=kind, so_example=example, so_strategy=strategy)
+sync_long_text("so_grammar", text)
+
+config = DecodeConfig(strategy=strategy, max_new_tokens=settings.max_new_tokens, seed=settings.seed,
+                      chat=settings.chat, top_n=10, num_beams=3, grammar_kind=kind, grammar=text)
+free_config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=10)
+
+# ---- the two runs: constrained, and free greedy beside it ---------------------------------------------
+try:
+    config.validate(lm.facts.vocab_size)
+    trace = watched_decode("so_run", lm, settings.prompt, config, t("structured.running"))
+    S["so_last"] = trace
+except DecodeScopeError as exc:          # a bad grammar: one line, and the last result stays
+    keep_or_stop(exc, "so_last" in S)
+    trace = S["so_last"]
+free = cached("so_free", (lm.name, settings.prompt, free_config),
+              lambda: watched_decode("so_free_run", lm, settings.prompt, free_config, t("structured.running_free")))
+steps = [s for s in trace.steps if s.grammar is not None]
+if not steps:
+    st.stop()
+stopped_note("so_run")
+
+at = (int(url_number("so_step", 1, 1, len(steps), int)) - 1) if len(steps) > 1 else 0
+labels = {k: t("structured.strip_" + k) for k in ("title", "x", "y", "forced", "free", "hover")}
+main_chart(feasible_strip(steps, labels, current=at), "so_strip", slot)
+forced = sum(1 for s in steps if s.grammar.forced)
+low = min(steps, key=lambda s: s.grammar.feasible_mass)
+st.caption(t("structured.strip_caption", forced=forced, n=len(steps), step=low.index + 1,
+             z=f"{low.grammar.feasible_mass:.2g}", token=for_markdown(visible(low.chosen_texts[0]))))
+
+# ---- the outcome ------------------------------------------------------------------------------------------
+config = trace.config                 # the grammar this result was decoded under (the last good one)
+valid, why = output_check(config.grammar_kind, config.grammar, trace.best.text)
+if config.strategy != "beam" and stop_reason(trace) == "max_tokens":
+    st.error(t("structured.stopped_max", n=config.max_new_tokens))
+elif valid is False:
+    st.error(t("structured.not_valid", why=for_markdown(why)))
+else:
+    st.success(t("structured.valid", why=for_markdown(why)))
+
+left, right = st.columns(2)
+cost = free.best.cum_logprob - trace.best.cum_logprob
+left.markdown(t("structured.constrained_text", text=one_line(trace.best.text)))
+left.metric(t("structured.logprob"), f"{trace.best.cum_logprob:.2f}", help=t("structured.logprob_help"))
+right.markdown(t("structured.free_text", text=one_line(free.best.text)))
+right.metric(t("structured.logprob"), f"{free.best.cum_logprob:.2f}", delta=f"{cost:+.2f}", delta_color="off",
+             help=t("structured.cost_help"))
+free_valid, free_why = output_check(config.grammar_kind, config.grammar, free.best.text)
+st.markdown(t("structured.cost_line", cost=f"{cost:.2f}", free_valid=t(f"structured.free_valid_{free_valid}"),
+              why=for_markdown(free_why)))
+
+# ---- one step: the candidates before and after the mask ---------------------------------------------------
+st.subheader(t("structured.step_header"))
+if len(steps) > 1:
+    if S.get("so_step", 1) > len(steps):      # a shorter run than the last one
+        S["so_step"] = len(steps)
+    at = st.slider(t("structured.step"), 1, len(steps), value=at + 1, key="so_step") - 1
+    sync_url(so_step=at + 1)
+step = steps[at]
+g = step.grammar
+c1, c2, c3 = st.columns(3)
+c1.metric(t("structured.allowed"), f"{g.allowed:,}",
+          help=t("structured.allowed_help", vocab=f"{lm.facts.vocab_size:,}"))
+c2.metric("Z_t", f"{g.feasible_mass:.4g}", help=t("structured.z_help"))
+c3.metric(t("structured.forced"), t("structured.yes") if g.forced else t("structured.no"),
+          help=t("structured.forced_help"))
+rows = [f"| {t('structured.col_rank')} | {t('structured.col_token')} | {t('structured.col_before')} | "
+        f"{t('structured.col_after')} |", "|---:|---|---:|---:|"]
+for cand in sorted(step.candidates, key=lambda c: c.rank):
+    token = f"`{visible(cand.text)}`" if "`" not in cand.text else for_markdown(visible(cand.text))
+    if not cand.kept:
+        token = f"~~{token}~~"
+    elif cand.token_id == step.chosen_ids[0]:
+        token = f"**{token}** ←"
+    rows.append(f"| {cand.rank} | {token} | {cand.prob:.4f} | {cand.shaped_prob:.4f} |")
+st.markdown("\n".join(rows))
+st.caption(t("structured.table_caption"))
+
+# ---- the token boundary -----------------------------------------------------------------------------------
+ids = [i for i in trace.best.token_ids if i not in lm.eos_token_ids]
+own = lm.tokenizer.encode(lm.tokenizer.decode(ids, skip_special_tokens=True), add_special_tokens=False)
+split = first_difference(ids, own)
+if split is None:
+    st.markdown(t("structured.boundary_same", n=len(ids)))
+else:
+    st.markdown(t("structured.boundary_differs", n=len(ids), m=len(own), step=split + 1,
+                  grammar=for_markdown(visible(lm.token_texts[ids[split]])) if split < len(ids) else "∅",
+                  own=for_markdown(visible(lm.token_texts[own[split]])) if split < len(own) else "∅"))

@@ -1,0 +1,29 @@
+"""The Structured output page in Chromium on the bundled model: in presentation mode at 1280x720 the Z_t strip is
+whole on the first screen (title, bars, axis title), and the candidates the grammar removed are drawn struck through."""
+from __future__ import annotations
+
+from browser_helpers import assert_no_exception, open_page, screenshot
+
+LINK = "tour=0&so_kind=choices&so_example=cities&so_strategy=greedy&max_new_tokens=8"
+
+
+def test_the_z_strip_fits_the_first_screen_of_a_projector(page, server):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, server, "structured", LINK + "&present=1")
+    assert_no_exception(page, server)
+    chart = page.locator('[class*="st-key-so_strip"] .js-plotly-plot').first
+    chart.wait_for()
+    shot = screenshot(page, "structured_present_1280x720")
+    for part in (".gtitle", ".nsewdrag", ".g-xtitle text", ".g-ytitle text"):
+        box = chart.locator(part).first.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 720, (part, box, shot)
+    assert chart.locator(".point").count() >= 2          # one bar per step of "Paris" / "London" / "Berlin"
+
+
+def test_removed_candidates_are_struck_through(page, server):
+    open_page(page, server, "structured", LINK)
+    assert_no_exception(page, server)
+    page.locator('[data-testid="stMarkdown"] table').first.wait_for()
+    struck = page.locator('[data-testid="stMarkdown"] table del')
+    assert struck.count() >= 5                               # the first step allows three words of the vocabulary
+    assert struck.first.evaluate("e => getComputedStyle(e).textDecorationLine") == "line-through"

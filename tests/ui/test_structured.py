@@ -1,0 +1,69 @@
+"""The Structured output page on the tiny Llama (every load answered with it): it opens from a link with every
+setting, shows the Z_t strip, the outcome and the candidates before and after the mask, answers a bad grammar
+with one line while the last result stays, and has every text in both languages."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui.session
+from app_helpers import open_app, texts
+from engine.trace.mask import unpack_mask
+from tiny_models import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+          "additionalProperties": False}
+
+
+@pytest.fixture
+def tiny_loads(monkeypatch):
+    lm = tiny_llama()
+    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
+    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.session._models.clear()
+    return lm
+
+
+def test_a_link_with_every_setting_opens_the_run_it_names(tiny_loads):
+    params = {"so_kind": "json_schema", "so_example": "custom", "so_strategy": "sample", "so_step": 2,
+              "so_grammar": json.dumps(SCHEMA), "seed": 5, "max_new_tokens": 12}
+    at = open_app("structured", params=params, state={"max_new_tokens": 12})
+    assert at.radio(key="so_kind").value == "json_schema" and at.radio(key="so_strategy").value == "sample"
+    assert at.selectbox(key="so_example").value == "custom" and at.slider(key="so_step").value == 2
+    trace = at.session_state["so_last"]
+    assert trace.config.seed == 5 and trace.config.grammar == json.dumps(SCHEMA)
+    jsonschema.validate(json.loads(trace.best.text), SCHEMA)         # valid, checked here without the library
+    en = texts("structured")
+    assert any(en["valid"].split("{")[0] in s.value for s in at.success)
+    # the step's table: the removed candidates struck through are exactly those outside the recorded mask
+    step = [s for s in trace.steps if s.grammar is not None][1]
+    allowed = unpack_mask(step.grammar.mask, tiny_loads.facts.vocab_size)
+    struck = table(at).count("~~") // 2
+    assert struck == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+
+
+def test_a_bad_grammar_gets_one_line_and_the_last_result_stays(tiny_loads):
+    at = open_app("structured", params={"so_kind": "regex", "so_example": "date"}, new_tokens=12)
+    before = at.session_state["so_last"]
+    at.text_area(key="so_grammar").input("(ab").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "unclosed group" in at.error[0].value
+    assert at.session_state["so_last"] is before
+    assert any(m.value.startswith("| ") for m in at.markdown)        # the step's table is still on screen
+
+
+def test_every_text_exists_in_both_languages():
+    en, zh = texts("structured"), texts("structured", "zh")
+    assert set(en) == set(zh)
+    for key, value in en.items():
+        assert set(re.findall(r"{\w+}", value)) == set(re.findall(r"{\w+}", zh[key])), key
+
+
+def table(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("| "))

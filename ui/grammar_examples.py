@@ -1,0 +1,22 @@
+"""The Structured output page's ready grammars, by kind and name; the Interview's demo links name them too."""
+import json
+
+# kind -> name -> the grammar's text ("custom", the user's own, is not one of them)
+EXAMPLES = {
+    "json_schema": {
+        "city": json.dumps({"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 20}, "country": {"type": "string", "maxLength": 20}},
+            "required": ["city", "country"], "additionalProperties": False}),
+        "answer": json.dumps({"type": "object", "properties": {
+            "answer": {"enum": ["yes", "no"]}, "confidence": {"type": "integer", "minimum": 0, "maximum": 100}},
+            "required": ["answer", "confidence"], "additionalProperties": False}),
+        "person": json.dumps({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 24}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "languages": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
+            "required": ["name", "age", "languages"], "additionalProperties": False}),
+    },
+    "regex": {"date": r"\d{4}-\d{2}-\d{2}", "yes_no": r" (Yes|No)\.", "phone": r"\(\d{3}\) \d{3}-\d{4}"},
+    "choices": {"cities": json.dumps(["Paris", "London", "Berlin"]),
+                "sentiment": json.dumps(["positive", "negative", "neutral"])},
+    "lark": {"sum": 'start: NUM (" + " NUM)* " = " NUM\nNUM: /[0-9]{1,3}/'},
+}
