@@ -16,7 +16,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from .config import WARPED_STRATEGIES, DecodeConfig
+from .config import DecodeConfig
 
 
 def build_processors(config: DecodeConfig) -> LogitsProcessorList:
@@ -24,7 +24,7 @@ def build_processors(config: DecodeConfig) -> LogitsProcessorList:
     processors = LogitsProcessorList()
     if config.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
-    if config.strategy in WARPED_STRATEGIES:
+    if config.warped:
         if config.temperature != 1.0:
             processors.append(TemperatureLogitsWarper(config.temperature))
         if config.top_k != 0:
@@ -51,7 +51,7 @@ def describe(config: DecodeConfig) -> str:
     parts = []
     if config.repetition_penalty != 1.0:
         parts.append(f"repetition penalty {config.repetition_penalty:g}")
-    if config.strategy in WARPED_STRATEGIES:
+    if config.warped:
         if config.temperature != 1.0:
             parts.append(f"temperature {config.temperature:g}")
         if config.top_k:

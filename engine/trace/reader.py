@@ -9,7 +9,8 @@ import re
 
 from ..config import DecodeConfig
 from ..errors import ConfigError, TraceFormatError
-from .records import Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
+from .records import (Candidate, DraftCheck, FeedBack, KVStep, Neighbour, Node, PairProb, Round, Sequence, Stage,
+                      StageToken, Step)
 
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
 
@@ -261,6 +262,32 @@ def _optional_int(value) -> int | None:
     return None if value is None else _int(value)
 
 
+def _optional_num(value) -> float | None:
+    return None if value is None else _num(value)
+
+
+def _pair(d) -> PairProb:
+    return PairProb(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str), p=_field(d, "p", _num),
+                    q=_field(d, "q", _num))
+
+
+def _draft_check(d) -> DraftCheck:
+    return DraftCheck(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str), q=_field(d, "q", _num),
+                      p=_field(d, "p", _num), u=_field(d, "u", _optional_num), status=_field(d, "status", _str),
+                      candidates=_each(d, "candidates", _pair, "candidate", default=[]),
+                      residual=_each(d, "residual", _stage_token, "residual token", default=[]),
+                      residual_mass=_field(d, "residual_mass", _num, 0.0))
+
+
+def _round(d) -> Round:
+    return Round(index=_field(d, "index", _int), first_step=_field(d, "first_step", _int),
+                 drafts=_each(d, "drafts", _draft_check, "draft"), next_id=_field(d, "next_id", _optional_int),
+                 next_text=_field(d, "next_text", _str), next_kind=_field(d, "next_kind", _str),
+                 next_candidates=_each(d, "next_candidates", _pair, "next candidate", default=[]),
+                 target_passes=_field(d, "target_passes", _int), draft_passes=_field(d, "draft_passes", _int),
+                 seconds=_field(d, "seconds", _num, 0.0))
+
+
 def _plain_dict(value) -> dict:
     """A free-form object (facts, versions, timings, findings): any JSON whose numbers are finite
     and whose text is real Unicode, so it can be shown and saved again."""
@@ -309,4 +336,4 @@ def trace_fields(d: dict) -> dict:
                 model_facts=_field(d, "model_facts", _plain_dict, {}),
                 versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
                 forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),
-                schema=_field(d, "schema", _str))
+                rounds=_each(d, "rounds", _round, "round", default=[]), schema=_field(d, "schema", _str))
