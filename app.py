@@ -21,6 +21,7 @@ PAGES = [
     ("expected_embedding.py", "nav.expected_embedding", "🧪"),
     ("teacher_forcing.py", "nav.teacher_forcing", "🎓"),
     ("kv_cache.py", "nav.kv_cache", "🗄️"),
+    ("speculative.py", "nav.speculative", "🏎️"),
     ("interview.py", "nav.interview", "💬"),
 ]
 

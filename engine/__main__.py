@@ -400,31 +400,26 @@ def _draft_model(config, args):
 
 def format_rounds(trace) -> str:
     """One line per speculative round: each draft kept (+), rejected (x) or never checked (.), then the target's
-    own token (corrected: ->, bonus: +1); then the acceptance figures beside what they predict."""
-    from .speculative.verify import expected_tokens_per_round
+    own token (corrected or bonus); then the acceptance figures beside what they predict."""
+    from .speculative.summary import acceptance
 
-    config = trace.config
+    marks = {"kept": "+", "rejected": "x", "unchecked": "."}
+    tails = {"corrected": "(corrected)", "bonus": "(bonus)"}
     lines = [f"{'round':>5}  {'steps':<9} drafts (+ kept, x rejected, . unchecked)  ->  the target's token"]
-    checked = kept = 0
     for rnd in trace.rounds:
-        marks = {"kept": "+", "rejected": "x", "unchecked": "."}
         drafts = " ".join(f"{marks[d.status]}{_show(d.text)}" for d in rnd.drafts) or "(no draft)"
-        tail = {"corrected": f"->  {_show(rnd.next_text)} (corrected)", "bonus": f"->  {_show(rnd.next_text)} (bonus)",
-                "none": "(ended at a kept end-of-text)"}[rnd.next_kind]
-        first = rnd.first_step + 1
-        steps = f"{first}-{first + len(rnd.emitted_ids) - 1}" if len(rnd.emitted_ids) > 1 else f"{first}"
+        tail = (f"->  {_show(rnd.next_text)} {tails[rnd.next_kind]}" if rnd.next_id is not None
+                else "(ended at a kept end-of-text)")
+        first, n = rnd.first_step + 1, len(rnd.emitted_ids)
+        steps = f"{first}-{first + n - 1}" if n > 1 else f"{first}"
         lines.append(f"{rnd.index + 1:>5}  {steps:<9} {drafts}  {tail}")
-        checked += sum(1 for d in rnd.drafts if d.status != "unchecked")
-        kept += rnd.kept
-    alpha = kept / checked if checked else 0.0
-    rounds, tokens = len(trace.rounds), len(trace.steps)
-    passes = trace.timings.get("target_passes", rounds)
+    acc, config = acceptance(trace), trace.config
     lines += ["", f"draft {config.draft}, K = {config.draft_tokens} (fixed), verify {config.verify}",
-              f"acceptance alpha = {kept}/{checked} = {alpha:.3f}; tokens per round {tokens / max(rounds, 1):.2f} "
-              f"measured, (1 - alpha^(K+1)) / (1 - alpha) = "
-              f"{expected_tokens_per_round(alpha, config.draft_tokens):.2f} predicted",
-              f"target passes {passes} for {tokens} tokens ({passes / max(tokens, 1):.2f} per token; plain decoding "
-              f"takes 1), draft passes {trace.timings.get('draft_passes', 0)}"]
+              f"acceptance alpha = {acc.kept}/{acc.checked} = {acc.alpha:.3f}; tokens per round "
+              f"{acc.tokens_per_round:.2f} measured, (1 - alpha^(K+1)) / (1 - alpha) = {acc.predicted:.2f} predicted",
+              f"target passes {acc.target_passes} for {acc.tokens} tokens "
+              f"({acc.target_passes / max(acc.tokens, 1):.2f} per token; plain decoding takes 1), "
+              f"draft passes {acc.draft_passes}"]
     return "\n".join(lines)
 
 

@@ -186,6 +186,12 @@ def get_lm(name: str = ""):
     return lm
 
 
+def draft_model(name: str):
+    """The second model of a speculative draft, shared like the main one; raises DecodeScopeError (a model this
+    server does not offer, or one that cannot be loaded) for the page to show."""
+    return _load_shared(model_key(name))
+
+
 def show_error(message: str, box=None) -> None:
     """An error box that shows `message` literally: a model name, prompt or file name typed by
     anyone may look like a link or an image in Markdown, and must stay text."""

@@ -99,7 +99,8 @@ class SpeculativeDecoder(Runner):
             ok = keeps(u, p_x, q_x) if self.sampling else x == int(shaped_p[i].argmax())
             rest, mass = residual(p[i], q[i])
             checks.append(DraftCheck(token_id=x, text=lm.token_texts[x], q=q_x, p=p_x, u=u,
-                                     status="kept" if ok else "rejected", candidates=pairs(lm.token_texts, p[i], q[i]),
+                                     status="kept" if ok else "rejected",
+                                     candidates=pairs(lm.token_texts, p[i], q[i], must=x),
                                      residual=residual_tokens(lm.token_texts, rest) if not ok and self.sampling else [],
                                      residual_mass=mass))
             if not ok:
@@ -136,7 +137,8 @@ class SpeculativeDecoder(Runner):
                  for i, token in enumerate(emitted)]
         rnd = Round(index=len(self.rounds), first_step=len(self.steps), drafts=checks, next_id=next_id,
                     next_text=lm.token_texts[next_id] if next_id is not None else "", next_kind=kind,
-                    next_candidates=pairs(lm.token_texts, p[kept], q_next), target_passes=1,
+                    next_candidates=pairs(lm.token_texts, p[kept], q_next, must=next_id),
+                    target_passes=1,
                     draft_passes=proposal.passes if proposal is not None else 0)
         return steps, rnd
 

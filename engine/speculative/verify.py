@@ -35,11 +35,15 @@ def overlap(p: torch.Tensor, q: torch.Tensor) -> float:
     return float(torch.minimum(p, q).sum())
 
 
-def pairs(token_texts: list, p: torch.Tensor, q: torch.Tensor | None, top: int = PAIR_TOP) -> list:
-    """[PairProb] the top tokens of p and of q at one position, by p then q (q None: no draft there)."""
+def pairs(token_texts: list, p: torch.Tensor, q: torch.Tensor | None, top: int = PAIR_TOP,
+          must: int | None = None) -> list:
+    """[PairProb] the top tokens of p and of q at one position, and `must` (the token drafted or drawn there),
+    by p then q (q None: no draft there)."""
     ids = torch.topk(p, min(top, p.shape[-1])).indices.tolist()
     if q is not None:
         ids += [t for t in torch.topk(q, min(top, q.shape[-1])).indices.tolist() if t not in ids]
+    if must is not None and must not in ids:
+        ids.append(must)
     rows = [PairProb(token_id=t, text=token_texts[t], p=float(p[t]), q=float(q[t]) if q is not None else 0.0)
             for t in ids]
     return sorted(rows, key=lambda r: (-r.p, -r.q))

@@ -31,7 +31,7 @@ MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage remo
 STATUSES = ("kept", "pruned", "finished")
 DRAFT_STATUSES = ("kept", "rejected", "unchecked")
 NEXT_KINDS = ("corrected", "bonus", "none")
-MAX_PAIRS = 2 * MAX_TOP_N       # a position lists the top tokens of p and of q
+MAX_PAIRS = 2 * MAX_TOP_N + 1   # a position lists the top tokens of p and of q, and its own token
 MAX_RESIDUAL = 20               # the recorder keeps the residual's first 20 tokens
 
 # model_facts keys the pages read, and the type each must have

@@ -14,8 +14,10 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "interview"]
-FREE_TEXT = {"model", "prompt", "tf_reference", "server", "served_model"}     # text settings: any value is a valid text
+PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "speculative",
+         "interview"]
+FREE_TEXT = {"model", "prompt", "tf_reference", "server", "served_model",
+             "sd_model"}     # text settings: any value is a valid text
 BAD = ["5000", "99999999999999999999999", "-99999999999999999999999", "1e400", "nan"]
 
 
