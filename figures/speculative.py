@@ -46,19 +46,25 @@ def rounds_strip(rounds: list, labels: dict, selected: tuple | None = None) -> g
         last_round = rnd_index
         slot += 1
     fig = go.Figure()
+    for i, (rnd_index, draft_index, status, _) in enumerate(boxes):     # boxes in data units: they grow with the figure
+        chosen = selected == (rnd_index, draft_index)
+        fig.add_shape(type="rect", x0=xs[i] - 0.44, x1=xs[i] + 0.44, y0=ys[i] - 0.36, y1=ys[i] + 0.36,
+                      fillcolor=STATUS_COLOURS[status], opacity=0.85, layer="below",
+                      line=dict(width=4 if chosen else 0.5, color="black"))
     for status in ("kept", "rejected", "unchecked", "corrected", "bonus"):
         picked = [i for i, b in enumerate(boxes) if b[2] == status]
         if not picked:
             continue
-        outline = [3 if selected == (boxes[i][0], boxes[i][1]) else 0.5 for i in picked]
         fig.add_trace(go.Scatter(
             x=[xs[i] for i in picked], y=[ys[i] for i in picked], mode="markers+text", name=labels[status],
-            marker=dict(symbol="square", size=44, color=STATUS_COLOURS[status], opacity=0.85,
-                        line=dict(width=outline, color="black")),
+            marker=dict(symbol="square", size=12, color=STATUS_COLOURS[status], opacity=0),
             text=[for_plotly(_short(boxes[i][3])) for i in picked], textfont=dict(size=12, color="black"),
             customdata=[[boxes[i][0] + 1, (boxes[i][1] + 1) if boxes[i][1] is not None else "-"] for i in picked],
             hovertemplate=labels["round"] + " %{customdata[0]}, " + labels["draft"] + " %{customdata[1]}: "
                           "%{text}<extra>" + labels[status] + "</extra>"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=labels[status], showlegend=True,
+                                 marker=dict(symbol="square", size=14, color=STATUS_COLOURS[status])))
+    fig.update_traces(selector=dict(mode="markers+text"), showlegend=False)
     for slot_at, rnd_index in starts:
         fig.add_annotation(x=slot_at % PER_LINE - 0.45, y=-(slot_at // PER_LINE) + 0.42, text=f"{rnd_index + 1}",
                            showarrow=False, xanchor="left", font=dict(size=10, color="#555"))
