@@ -12,7 +12,7 @@ from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, resi
                                  u_against_ratio)
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
-from ui.present import main_chart, sized, stage, stage_row
+from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, keep_or_stop, model_facts_panel, needs_weights,
                         shared_sidebar, sync_url, url_number, url_value)
@@ -178,7 +178,8 @@ else:
     st.info(t("spec.no_positions"))
 
 # ---- acceptance -------------------------------------------------------------------------------------------
-st.subheader(t("spec.acceptance_header"))
+st.subheader(t("spec.acceptance_header"), anchor="acceptance")
+scroll_to_section("acceptance")
 cols = st.columns(4)
 cols[0].metric(t("spec.alpha"), f"{acc.alpha:.3f}", help=t("spec.alpha_help"))
 cols[1].metric(t("spec.per_round"), f"{acc.tokens_per_round:.2f}")
@@ -211,6 +212,7 @@ if plain is not None:
 
 # ---- prove it: many draws of the next token -----------------------------------------------------------------
 st.subheader(t("spec.prove_header"), anchor="prove")
+scroll_to_section("prove")
 st.markdown(t("spec.prove_intro"))
 if lm is None:
     st.info(t("spec.prove_needs_model"))

@@ -99,3 +99,53 @@ def test_chinese_and_presentation_mode(tiny_loads):
     zh = texts("spec", "zh")
     assert at.title[0].value == zh["title"]
     assert not at.error
+
+
+# ---- the interview's chain on speculative decoding -----------------------------------------------------------
+IV = texts("interview_spec")
+
+
+def spec_links(at: AppTest) -> list:
+    from test_interview import page_links
+
+    return [(page, params) for page, params in page_links(at) if page == "speculative"]
+
+
+def walk_the_chain(at: AppTest) -> list:
+    """Reveal each follow-up in turn; the one demo link each answer shows."""
+    links = []
+    for n in range(1, 5):
+        at.button(key="iv_reveal_spec_chain").click().run()
+        assert not at.exception
+        shown = [m.value for m in at.markdown]
+        assert IV[f"a{n}"] in shown and all(IV[f"a{k}"] not in shown for k in range(n + 1, 5))
+        found = spec_links(at)
+        assert len(found) == 1
+        links.append(found[0][1])
+        at.button(key="iv_spec_next").click().run()
+    return links
+
+
+def test_the_speculative_chain_links_each_answer_to_a_demo(tiny_loads):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.switch_page("pages/interview.py").run()
+    links = walk_the_chain(at)
+    assert [p["sd_verify"] for p in links] == ["sample", "sample", "greedy", "greedy"]
+    assert [p.get("section") for p in links] == ["prove", "prove", "acceptance", None]
+    assert all(p["lang"] == "en" and p["prompt"] for p in links)
+    assert any(IV["q1"] in m.value for m in at.markdown)          # the last "next" starts the chain over
+
+
+@pytest.mark.bundled
+def test_the_chain_links_open_the_page_with_their_settings_on_the_bundled_model():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
+    at.switch_page("pages/interview.py").run()
+    for params in walk_the_chain(at):
+        page = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
+        page.query_params.update(params)
+        page.switch_page("pages/speculative.py").run()
+        assert not page.exception and not page.error, (params, [e.value for e in page.error])
+        config = page.session_state["sd_trace"].config
+        assert config.verify == params["sd_verify"] and config.draft.startswith(params["sd_kind"])
+        if config.verify == "greedy":      # the page's own check against plain greedy decoding
+            assert [s.value for s in page.success] == [EN["same_ids"]]
