@@ -138,7 +138,7 @@ def chain_card() -> None:
 SPEC_PROMPT = "The capital of France is Paris. The capital of Italy is"
 SPEC_DEMOS = [   # follow-up -> (label, settings of the Speculative decoding page)
     ("link1", {"sd_kind": "early-exit", "sd_layer": "24", "sd_verify": "sample", "sd_n": "20000", "section": "prove"}),
-    ("link2", {"sd_kind": "early-exit", "sd_layer": "12", "sd_verify": "sample", "sd_n": "20000", "section": "prove"}),
+    ("link2", {"sd_kind": "early-exit", "sd_layer": "26", "sd_verify": "sample", "sd_n": "20000", "section": "prove"}),
     ("link3", {"sd_kind": "early-exit", "sd_layer": "24", "sd_k": "4", "sd_verify": "greedy", "section": "acceptance"}),
     ("link4", {"sd_kind": "prompt-lookup", "sd_ngram": "2", "sd_k": "4", "sd_verify": "greedy"}),
 ]

@@ -237,7 +237,8 @@ if go_on:
              "kept": {r: 0 for r in RULES}}
     S["sd_proof"] = proof
     bar = st.progress(0.0, text=t("spec.prove_progress", done=0, n=n))
-    st.button(t("common.stop"), key="sd_prove_stop", icon="⏹")      # a click stops this run; the draws so far stay
+    stop_box = st.empty()
+    stop_box.button(t("common.stop"), key="sd_prove_stop", icon="⏹")   # a click stops this run; the draws so far stay
     while proof["done"] < n:
         size = min(CHUNK, n - proof["done"])
         proof["counts"]["plain"] += histogram(draw_plain(p, size, generator), vocab)
@@ -248,6 +249,7 @@ if go_on:
         proof["done"] += size
         bar.progress(proof["done"] / n, text=t("spec.prove_progress", done=f"{proof['done']:,}", n=f"{n:,}"))
     bar.empty()
+    stop_box.empty()
 if proof is not None and proof["done"] > 0:
     done = proof["done"]
     top = torch.topk(p, min(10, p.shape[0])).indices.tolist()
