@@ -24,6 +24,7 @@ PAGES = [
     ("teacher_forcing.py", "nav.teacher_forcing", "🎓"),
     ("kv_cache.py", "nav.kv_cache", "🗄️"),
     ("structured.py", "nav.structured", "🧩"),
+    ("speculative.py", "nav.speculative", "🏎️"),
     ("interview.py", "nav.interview", "💬"),
 ]
 

@@ -16,7 +16,7 @@ import stat
 import sys
 from pathlib import Path
 
-from .config import MAX_BEAMS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig
+from .config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig, draft_spec
 from .errors import ConfigError, DecodeScopeError
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .tokens import unpaired_surrogate
@@ -92,6 +92,15 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                    help="seeds every random draw: the same seed and settings give the same run")
     p.add_argument("--top-n", type=int, default=d.top_n, metavar="N",
                    help=f"candidates recorded at each step (1..{MAX_TOP_N}); the table prints the first 5")
+    p.add_argument("--draft", default=d.draft, metavar="DRAFT",
+                   help="speculative: who drafts the tokens: early-exit:L (the model's first L layers), "
+                        "prompt-lookup:N (the tokens after an earlier match of the last N tokens) or model:NAME "
+                        "(a second model with the same vocabulary)")
+    p.add_argument("--draft-tokens", type=int, default=d.draft_tokens, metavar="K",
+                   help=f"speculative: tokens drafted per round, the same every round (1..{MAX_DRAFT_TOKENS})")
+    p.add_argument("--verify", default=d.verify, metavar="MODE",
+                   help="speculative: greedy (keep the drafts the target would pick itself) or sample (keep x "
+                        "while u <= p(x)/q(x), with temperature, top-k, top-p and min-p applied to p and q)")
     p.add_argument("--server", metavar="URL", default=None,
                    help="decode on a model served by vLLM or llama.cpp (OpenAI-compatible completions) at URL, "
                         "e.g. http://127.0.0.1:8000; --model then names the server's model (optional when it "
@@ -384,6 +393,43 @@ def _served(args, config):
     return served_decode(server, args.prompt, config)
 
 
+def _draft_model(config, args):
+    """The second model of a 'model:NAME' draft, loaded where the target runs; None for the other drafts."""
+    if config.strategy != "speculative":
+        return None
+    kind, name = draft_spec(config.draft)
+    if kind != "model":
+        return None
+    from .model import load_model
+
+    return load_model(name, progress=load_progress(), device=args.device, dtype=args.dtype)
+
+
+def format_rounds(trace) -> str:
+    """One line per speculative round: each draft kept (+), rejected (x) or never checked (.), then the target's
+    own token (corrected or bonus); then the acceptance figures beside what they predict."""
+    from .speculative.summary import acceptance
+
+    marks = {"kept": "+", "rejected": "x", "unchecked": "."}
+    tails = {"corrected": "(corrected)", "bonus": "(bonus)"}
+    lines = [f"{'round':>5}  {'steps':<9} drafts (+ kept, x rejected, . unchecked)  ->  the target's token"]
+    for rnd in trace.rounds:
+        drafts = " ".join(f"{marks[d.status]}{_show(d.text)}" for d in rnd.drafts) or "(no draft)"
+        tail = (f"->  {_show(rnd.next_text)} {tails[rnd.next_kind]}" if rnd.next_id is not None
+                else "(ended at a kept end-of-text)")
+        first, n = rnd.first_step + 1, len(rnd.emitted_ids)
+        steps = f"{first}-{first + n - 1}" if n > 1 else f"{first}"
+        lines.append(f"{rnd.index + 1:>5}  {steps:<9} {drafts}  {tail}")
+    acc, config = acceptance(trace), trace.config
+    lines += ["", f"draft {config.draft}, K = {config.draft_tokens} (fixed), verify {config.verify}",
+              f"acceptance alpha = {acc.kept}/{acc.checked} = {acc.alpha:.3f}; tokens per round "
+              f"{acc.tokens_per_round:.2f} measured, (1 - alpha^(K+1)) / (1 - alpha) = {acc.predicted:.2f} predicted",
+              f"target passes {acc.target_passes} for {acc.tokens} tokens "
+              f"({acc.target_passes / max(acc.tokens, 1):.2f} per token; plain decoding takes 1), "
+              f"draft passes {acc.draft_passes}"]
+    return "\n".join(lines)
+
+
 def main(argv=None, prog: str = "python -m engine") -> int:
     """Run a command; `prog` is how the user called it (see build_parser)."""
     args = build_parser(prog).parse_args(argv)
@@ -402,11 +448,14 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
 
+        if args.server is not None and config.strategy == "speculative":
+            raise ConfigError("server", "--server: speculative decoding runs the target here, on the loaded "
+                                        "model's logits; leave --server out")
         if args.server is not None:
             trace = _served(args, config)
         else:
             lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
-            trace = decode(lm, args.prompt, config)
+            trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
         if args.explain:
             from .explain import with_findings
 
@@ -423,6 +472,9 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         print(format_grammar_table(trace, _show))
     else:
         print(format_stages_table(trace) if args.stages else format_table(trace))
+    if trace.rounds:
+        print()
+        print(format_rounds(trace))
     if args.explain:
         from .explain import format_findings
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigError, quoted
 
-STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel")
+STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative")
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
@@ -22,6 +22,10 @@ GRAMMAR_STRATEGIES = ("greedy", "sample", "beam")   # one token per step: the gr
 MAX_GRAMMAR_BYTES = 32_000                          # a bigger schema takes seconds to compile, per request
 MAX_CHOICES = 256
 SAMPLER_ORDERS = ("transformers", "llama.cpp")      # temperature first, or truncation first and temperature last
+MAX_DRAFT_TOKENS = 16
+DRAFT_KINDS = ("early-exit", "prompt-lookup", "model")
+VERIFY_MODES = ("greedy", "sample")     # how speculative decoding's target checks a draft
+MAX_NGRAM = 8
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class DecodeConfig:
     grammar_kind: str = ""            # constrained decoding: json_schema | regex | choices | lark; "" = off
     grammar: str = ""                 # the schema, pattern, JSON list of choices or Lark grammar
     sampler_order: str = "transformers"  # or llama.cpp: top-k, top-p, min-p, then temperature
+    draft: str = ""                   # speculative: early-exit:L | prompt-lookup:N | model:NAME
+    draft_tokens: int = 4             # speculative: tokens drafted per round (K, fixed)
+    verify: str = "greedy"            # speculative: greedy (keep what the target would pick) | sample
 
     def replace(self, **changes) -> "DecodeConfig":
         return dataclasses.replace(self, **changes)
@@ -55,11 +62,18 @@ class DecodeConfig:
         if self.strategy == "beam":
             return dataclasses.astuple(self)     # the max length enters the beam scores' stopping test
         key = (self.strategy, self.chat, self.top_n, self.repetition_penalty, self.grammar_kind, self.grammar)
-        if self.strategy in WARPED_STRATEGIES:
+        if self.strategy == "speculative":
+            key += (self.draft, self.draft_tokens, self.verify)
+        if self.warped:
             key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.sampler_order)
         if self.strategy == "gumbel":
             key += (self.tau, self.hard)
         return key
+
+    @property
+    def warped(self) -> bool:
+        """Whether temperature, top-k, top-p and min-p shape this decode's distributions."""
+        return self.strategy in WARPED_STRATEGIES or (self.strategy == "speculative" and self.verify == "sample")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -146,4 +160,42 @@ class DecodeConfig:
             if self.strategy not in GRAMMAR_STRATEGIES:
                 bad("grammar", f"constrains {', '.join(GRAMMAR_STRATEGIES)}; '{self.strategy}' feeds back no single "
                                "token for it to follow")
+        self._validate_draft(bad)
         return self
+
+    def _validate_draft(self, bad) -> None:
+        """The speculative settings: a draft only with the speculative strategy, and one that parses."""
+        if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
+            bad("draft_tokens", f"must be between 1 and {MAX_DRAFT_TOKENS}, got {self.draft_tokens}")
+        if self.verify not in VERIFY_MODES:
+            bad("verify", f"must be greedy or sample, got '{str(self.verify)[:40]}'")
+        if self.strategy != "speculative":
+            if self.draft:
+                why = {"beam": "beam search keeps several sequences, and a draft is checked against one",
+                       "soft": "soft decoding feeds back vectors, and a draft is a list of token ids",
+                       "gumbel": "gumbel decoding feeds back vectors, and a draft is a list of token ids"}
+                bad("draft", why.get(self.strategy, "a draft is checked only by the strategy speculative") +
+                    "; use the strategy speculative (with verify greedy or sample)")
+            return
+        draft_spec(self.draft)
+
+
+def draft_spec(spec: str) -> tuple:
+    """(kind, value) of a draft such as 'early-exit:2' -> ('early-exit', 2), 'model:NAME' -> ('model', 'NAME');
+    raises ConfigError naming 'draft'."""
+    kind, _, value = str(spec).partition(":")
+    kind, value = kind.strip(), value.strip()
+    if not spec or kind not in DRAFT_KINDS or not value:
+        raise ConfigError("draft", f"draft: '{str(spec)[:60]}' is not a draft; write early-exit:L (the first L "
+                                   "layers), prompt-lookup:N (an n-gram of up to N tokens) or model:NAME")
+    if kind == "model":
+        return kind, value
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError("draft", f"draft: {kind} needs a whole number after the colon, got '{value[:40]}'") from None
+    if kind == "early-exit" and number < 1:
+        raise ConfigError("draft", f"draft: early-exit needs at least 1 layer, got {number}")
+    if kind == "prompt-lookup" and not 1 <= number <= MAX_NGRAM:
+        raise ConfigError("draft", f"draft: prompt-lookup matches n-grams of 1 to {MAX_NGRAM} tokens, got {number}")
+    return kind, number

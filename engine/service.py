@@ -37,8 +37,10 @@ def trace_bytes(trace: Trace) -> int:
     return STEP_BYTES * len(trace.steps) + CANDIDATE_BYTES * candidates + NODE_BYTES * len(trace.nodes)
 
 
-def request_key(lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None) -> tuple:
-    return (lm.name, lm.facts, prompt, config, tuple(sorted((forced or {}).items())))
+def request_key(lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None,
+                draft_lm: LoadedModel | None = None) -> tuple:
+    key = (lm.name, lm.facts, prompt, config, tuple(sorted((forced or {}).items())))
+    return key + ((draft_lm.name, draft_lm.facts),) if draft_lm is not None else key
 
 
 @dataclass
@@ -61,10 +63,11 @@ class DecodeService:
         self.hits = self.misses = self.waits = 0
 
     # ---- the store ---------------------------------------------------------------
-    def cached(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None) -> Trace | None:
+    def cached(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None,
+               draft_lm: LoadedModel | None = None) -> Trace | None:
         """The kept result for this request, or None; never computes."""
         with self._lock:
-            return self._get(request_key(lm, prompt, config, forced))
+            return self._get(request_key(lm, prompt, config, forced, draft_lm))
 
     def _get(self, key) -> Trace | None:
         entry = self._store.get(key)
@@ -127,10 +130,12 @@ class DecodeService:
 
     # ---- one decode ----------------------------------------------------------------
     def decode(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None,
-               on_step: OnStep | None = None, on_wait: Callable[[], None] | None = None) -> Trace:
+               on_step: OnStep | None = None, on_wait: Callable[[], None] | None = None,
+               draft_lm: LoadedModel | None = None) -> Trace:
         """The Trace of this request: from memory, from the same computation running for another
-        caller, or computed now. `on_step` sees each new step (False stops; a stopped trace is not kept)."""
-        key = request_key(lm, prompt, config, forced)
+        caller, or computed now. `on_step` sees each new step (False stops; a stopped trace is not kept).
+        draft_lm: the second model of a speculative 'model:NAME' draft."""
+        key = request_key(lm, prompt, config, forced, draft_lm)
         while True:
             with self._lock:
                 trace = self._get(key)
@@ -141,7 +146,7 @@ class DecodeService:
             def compute():
                 with self._lock:
                     self.misses += 1
-                runner = make_runner(lm, prompt, config, forced)
+                runner = make_runner(lm, prompt, config, forced, draft_lm)
                 while not runner.finished:
                     step = runner.step()
                     if on_step is not None and on_step(0, step) is False:

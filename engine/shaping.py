@@ -28,7 +28,7 @@ def build_processors(config: DecodeConfig) -> LogitsProcessorList:
     processors = LogitsProcessorList()
     if config.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
-    if config.strategy in WARPED_STRATEGIES:
+    if config.warped:
         if config.temperature != 1.0:
             processors.append(TemperatureLogitsWarper(config.temperature))
         if config.top_k != 0:
@@ -55,7 +55,7 @@ def describe(config: DecodeConfig) -> str:
     parts = []
     if config.repetition_penalty != 1.0:
         parts.append(f"repetition penalty {config.repetition_penalty:g}")
-    if config.strategy in WARPED_STRATEGIES:
+    if config.warped:
         if config.temperature != 1.0:
             parts.append(f"temperature {config.temperature:g}")
         if config.top_k:

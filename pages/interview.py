@@ -135,6 +135,41 @@ def chain_card() -> None:
         rating("chain")
 
 
+# ---- a second chain: speculative decoding, each answer linked to its demo ----------------------------
+SPEC_PROMPT = "The capital of France is Paris. The capital of Italy is"
+SPEC_DEMOS = [   # follow-up -> (label, settings of the Speculative decoding page)
+    ("link1", {"sd_kind": "early-exit", "sd_layer": "24", "sd_verify": "sample", "sd_n": "20000", "section": "prove"}),
+    ("link2", {"sd_kind": "early-exit", "sd_layer": "26", "sd_verify": "sample", "sd_n": "20000", "section": "prove"}),
+    ("link3", {"sd_kind": "early-exit", "sd_layer": "24", "sd_k": "4", "sd_verify": "greedy", "section": "acceptance"}),
+    ("link4", {"sd_kind": "prompt-lookup", "sd_ngram": "2", "sd_k": "4", "sd_verify": "greedy"}),
+]
+S.setdefault("iv_spec_pos", 1)
+
+
+def _spec_step(step: int) -> None:
+    S["iv_spec_pos"] = step
+    S["iv_revealed"].discard("spec_chain")
+
+
+def spec_chain_card() -> None:
+    pos, total = S["iv_spec_pos"], len(SPEC_DEMOS)
+    with st.container(border=True):
+        st.markdown(f"**{t('interview_spec.heading')}** · {t('interview_spec.progress', n=pos, total=total)}")
+        for i in range(1, pos):
+            st.markdown(f"{i}. {t(f'interview_spec.q{i}')}")
+            st.caption(t(f"interview_spec.a{i}"))
+        st.markdown(f"{pos}. **{t(f'interview_spec.q{pos}')}**")
+        if reveal_button("spec_chain"):
+            st.markdown(t(f"interview_spec.a{pos}"))
+            label, settings = SPEC_DEMOS[pos - 1]
+            st.page_link("pages/speculative.py", label=t(f"interview_spec.{label}"), icon="▶️",
+                         query_params=demo_params({"prompt": SPEC_PROMPT, "max_new_tokens": "16", **settings}))
+            following = pos + 1 if pos < total else 1
+            st.button(t("interview_spec.next" if pos < total else "interview_spec.restart"), key="iv_spec_next",
+                      icon="➡️" if pos < total else "🔁", on_click=_spec_step, args=(following,),
+                      type="primary" if pos < total else "secondary")
+
+
 # ---- the spoken version: a timer that survives reruns --------------------------------------
 S.setdefault("iv_timer_banked", 0.0)     # seconds counted before the last start
 S.setdefault("iv_timer_started", None)   # time.time() of the last start, None while paused
@@ -207,6 +242,7 @@ with cards:
     st.markdown(t("interview.cards_intro"))
     simple_card("scenario")
     chain_card()
+    spec_chain_card()
     simple_card("direct")
     structured_chain(demo_params)
     ratings = list(S["iv_ratings"].values())

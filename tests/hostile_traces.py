@@ -137,6 +137,45 @@ def refused(greedy, beam) -> list:
     return cases
 
 
+def refused_speculative(spec) -> list:
+    """Speculative traces the reader must refuse. spec: a sampled speculative Trace whose first round has a
+    kept draft followed by a rejected one (the cases edit rounds 1 and 2)."""
+    d = spec.to_dict()
+    vocab = d["model_facts"]["vocab_size"]
+    cases = []
+
+    def case(name, edit, *words):
+        data = copy.deepcopy(d)
+        edit(data)
+        cases.append(Case(name, _dump(data), words))
+
+    def draft(r, j, **changes):
+        return lambda data: data["rounds"][r]["drafts"][j].update(changes)
+
+    first = d["rounds"][0]["drafts"][0]
+    case("draft-outside-vocab", draft(0, 0, token_id=vocab + 3), "round 1, draft 1", "outside the vocabulary")
+    case("draft-q-above-one", draft(0, 0, q=4.0), "round 1, draft 1", "q", "between 0 and 1")
+    case("draft-u-negative", draft(0, 1, u=-0.5), "round 1, draft 2", "u", "between 0 and 1")
+    case("draft-decision-flipped", draft(0, 0, u=1.0, p=first["q"] / 2), "round 1, draft 1", "marked kept")
+    case("draft-status-unknown", draft(0, 0, status="<b>maybe</b>"), "round 1, draft 1", "is not one of")
+    case("drafts-out-of-order", lambda data: data["rounds"][0]["drafts"].reverse(), "round 1", "kept, then")
+    case("too-many-drafts", lambda data: data["rounds"][0]["drafts"].extend([first] * 40), "round 1", "drafted")
+    case("next-kind-wrong", lambda data: data["rounds"][0].update(next_kind="bonus"), "round 1", "corrected")
+    case("next-outside-vocab", lambda data: data["rounds"][0].update(next_id=-2), "round 1", "next token")
+    case("rounds-disagree-with-steps", lambda data: data["rounds"][0].update(
+        next_id=(data["rounds"][0]["next_id"] + 1) % vocab), "rounds emit", "step")
+    case("round-first-step-wrong", lambda data: data["rounds"][1].update(first_step=0), "round 2", "starts at step")
+    case("round-index-wrong", lambda data: data["rounds"][1].update(index=7), "round 2", "index is 7")
+    case("passes-flood", lambda data: data["rounds"][0].update(draft_passes=10**9), "round 1", "passes")
+    case("pairs-flood", draft(0, 0, candidates=[first["candidates"][0]] * 1000), "round 1, draft 1", "1,000")
+    case("residual-flood", draft(0, 1, residual=[{"token_id": 1, "text": "x", "prob": 0.1}] * 500),
+         "round 1, draft 2", "residual")
+    case("rounds-on-greedy", lambda data: data["config"].update(strategy="greedy", draft=""), "greedy")
+    case("rounds-flood", lambda data: data["rounds"].extend([data["rounds"][-1]] * 100), "rounds for")
+    case("missing-u", lambda data: data["rounds"][0]["drafts"][0].pop("u"), "round 1, draft 1", "'u' is missing")
+    return cases
+
+
 def _with_stage(**changes):
     """An edit that gives step 1 a whole temperature stage (built from its candidates), then `changes`."""
     def edit(data):

@@ -193,15 +193,15 @@ def held(name: str) -> bool:
 
 
 def watched_decode(name: str, lm: LoadedModel, prompt: str, config: DecodeConfig, label: str,
-                   forced: dict | None = None, stoppable: bool = True) -> Trace:
+                   forced: dict | None = None, stoppable: bool = True, draft_lm: LoadedModel | None = None) -> Trace:
     """service.decode with progress and Stop; after Stop, the steps decoded so far (a shorter trace)."""
     service = shared_service()
 
     def run(on_step, on_wait):
-        trace = service.decode(lm, prompt, config, forced, on_step=on_step, on_wait=on_wait)
-        return [trace], service.cached(lm, prompt, config, forced) is trace
+        trace = service.decode(lm, prompt, config, forced, on_step=on_step, on_wait=on_wait, draft_lm=draft_lm)
+        return [trace], service.cached(lm, prompt, config, forced, draft_lm) is trace
 
-    return _watched(name, (request_key(lm, prompt, config, forced),), [label], [config.max_new_tokens],
+    return _watched(name, (request_key(lm, prompt, config, forced, draft_lm),), [label], [config.max_new_tokens],
                     stoppable, run)[0]
 
 

@@ -186,6 +186,12 @@ def get_lm(name: str = ""):
     return lm
 
 
+def draft_model(name: str):
+    """The second model of a speculative draft, shared like the main one; raises DecodeScopeError (a model this
+    server does not offer, or one that cannot be loaded) for the page to show."""
+    return _load_shared(model_key(name))
+
+
 def show_error(message: str, box=None) -> None:
     """An error box that shows `message` literally: a model name, prompt or file name typed by
     anyone may look like a link or an image in Markdown, and must stay text."""
@@ -215,9 +221,9 @@ def url_value(key: str, default, kind=str):
 
 def url_number(key: str, default, low, high, kind=None):
     """A numeric setting held inside [low, high]; keys in `ui.settings.TABLE` take the table's range."""
-    if key in TABLE:
-        return read(key, default)
     kind = kind or type(default)
+    if key in TABLE:      # the table's check, then the bounds this call gives (a range that depends on the run)
+        return min(max(read(key, default), kind(low)), kind(high))
     return read(key, setting=Setting(kind(default), low, high))
 
 

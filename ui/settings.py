@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from engine.config import MAX_NEW_TOKENS, STRATEGIES
+from engine.config import (DRAFT_KINDS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, STRATEGIES,
+                           VERIFY_MODES)
 from engine.model import DTYPES
 
 QUOTE_CHARS = 40        # a refused value is quoted by at most this many characters
@@ -86,6 +87,24 @@ TABLE: dict[str, Setting] = {
     # KV cache
     "kv_strategy": Setting("greedy", choices=("greedy", "beam")),
     "kv_beams": Setting(4, 2, 8),
+    # Speculative decoding
+    "sd_kind": Setting("early-exit", choices=DRAFT_KINDS),
+    "sd_layer": Setting(20, 1, 128),
+    "sd_ngram": Setting(2, 1, 8),
+    "sd_model": Setting(""),
+    "sd_k": Setting(4, 1, MAX_DRAFT_TOKENS),
+    "sd_verify": Setting("greedy", choices=VERIFY_MODES),
+    "sd_temperature": Setting(1.0, 0.1, 3.0),
+    "sd_top_k": Setting(0, 0, 1000),
+    "sd_top_p": Setting(1.0, 0.05, 1.0),
+    "sd_pos": Setting(""),
+    "sd_n": Setting(20_000, 1000, 200_000),
+    # Structured output
+    "so_kind": Setting("json_schema", choices=GRAMMAR_KINDS),
+    "so_example": Setting(""),
+    "so_strategy": Setting("greedy", choices=GRAMMAR_STRATEGIES),
+    "so_grammar": Setting(""),
+    "so_step": Setting(1, 1, MAX_NEW_TOKENS),
 }
 
 

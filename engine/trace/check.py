@@ -18,8 +18,9 @@ path, ids below the file's own vocabulary size), which a JSON schema cannot say.
 from __future__ import annotations
 
 import math
+import re
 
-from ..config import MAX_BEAMS, MAX_TOP_N
+from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N
 from ..errors import TraceFormatError, quoted
 from .mask import unpack_mask
 
@@ -30,6 +31,10 @@ STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p",
 MAX_GRAMMAR_REMOVED = 10   # the recorder keeps the 10 most likely tokens a grammar removed
 MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
 STATUSES = ("kept", "pruned", "finished")
+DRAFT_STATUSES = ("kept", "rejected", "unchecked")
+NEXT_KINDS = ("corrected", "bonus", "none")
+MAX_PAIRS = 2 * MAX_TOP_N + 1   # a position lists the top tokens of p and of q, and its own token
+MAX_RESIDUAL = 20               # the recorder keeps the residual's first 20 tokens
 
 # model_facts keys the pages read, and the type each must have
 FACT_TYPES = {"name": str, "architecture": str, "dtype": str, "has_chat_template": bool,
@@ -73,6 +78,7 @@ class _Checker:
         self.nodes()
         self.sequences()
         self.forced()
+        self.rounds()
 
     # ---- pieces ------------------------------------------------------------------
     def facts(self) -> None:
@@ -319,6 +325,84 @@ class _Checker:
             if not 0 <= step < self.config.max_new_tokens:
                 _fail(f"forced token at step {step + 1}: the step is outside 1..{self.config.max_new_tokens}")
             self.token(token_id, f"forced token at step {step + 1}")
+
+
+    def rounds(self) -> None:
+        """Speculative rounds: each within K drafts, kept ones first, the test u <= p / q as recorded, and the
+        tokens they emit, in order, exactly the steps' chosen tokens."""
+        rounds, steps = self.trace.rounds, self.trace.steps
+        if not rounds:
+            return
+        if self.config.strategy != "speculative":
+            _fail(f"it has {len(rounds):,} speculative rounds but its strategy is {self.config.strategy}")
+        if len(rounds) > len(steps):
+            _fail(f"it has {len(rounds):,} rounds for {len(steps):,} steps; every round emits a token")
+        most = min(self.config.draft_tokens, MAX_DRAFT_TOKENS)
+        emitted = []
+        for r, rnd in enumerate(rounds):
+            where = f"round {r + 1}"
+            if rnd.index != r:
+                _fail(f"{where}: its index is {rnd.index}; the file numbers rounds 0, 1, 2, ... in order")
+            if rnd.first_step != len(emitted):
+                _fail(f"{where}: it starts at step {rnd.first_step + 1}, but the rounds before it emitted "
+                      f"{len(emitted)} tokens")
+            if len(rnd.drafts) > most:
+                _fail(f"{where}: {len(rnd.drafts)} drafted tokens; draft_tokens is {self.config.draft_tokens}")
+            self.round_drafts(rnd, where)
+            if rnd.next_kind not in NEXT_KINDS:
+                _fail(f"{where}: next_kind '{rnd.next_kind[:40]}' is not one of {', '.join(NEXT_KINDS)}")
+            rejected = any(d.status == "rejected" for d in rnd.drafts)
+            expected = "none" if rnd.next_id is None else "corrected" if rejected else "bonus"
+            if rnd.next_kind != expected:
+                _fail(f"{where}: its next token is marked {rnd.next_kind}, but the drafts say {expected}")
+            if rnd.next_id is not None:
+                self.token(rnd.next_id, where, "next token")
+            self.pairs(rnd.next_candidates, f"{where}, next token")
+            if not 0 <= rnd.target_passes <= 1 + most or not 0 <= rnd.draft_passes <= 1 + most:
+                _fail(f"{where}: {rnd.target_passes} target and {rnd.draft_passes} draft passes; a round of "
+                      f"{most} drafts takes at most {1 + most} of each")
+            _at_least(rnd.seconds, 0.0, where, "seconds")
+            if not rnd.emitted_ids:
+                _fail(f"{where}: it emits no token")
+            emitted += rnd.emitted_ids
+        chosen = [s.chosen_ids[0] for s in steps]
+        if emitted != chosen:
+            at = next((i for i, (a, b) in enumerate(zip(emitted, chosen)) if a != b), min(len(emitted), len(chosen)))
+            _fail(f"the rounds emit {len(emitted)} tokens that are not the {len(chosen)} tokens of the steps "
+                  f"(they part at step {at + 1})")
+
+    def round_drafts(self, rnd, where: str) -> None:
+        order = "".join({"kept": "k", "rejected": "r", "unchecked": "u"}.get(d.status, "?") for d in rnd.drafts)
+        for j, draft in enumerate(rnd.drafts):
+            at = f"{where}, draft {j + 1}"
+            if draft.status not in DRAFT_STATUSES:
+                _fail(f"{at}: status '{draft.status[:40]}' is not one of {', '.join(DRAFT_STATUSES)}")
+            self.token(draft.token_id, at)
+            _share(draft.p, at, "p")
+            _share(draft.q, at, "q")
+            _share(draft.residual_mass, at, "residual_mass")
+            if draft.u is not None and draft.status != "unchecked":
+                _share(draft.u, at, "u")
+                kept = draft.u <= draft.p / draft.q if draft.q > 0 else True
+                if kept != (draft.status == "kept"):
+                    _fail(f"{at}: it is marked {draft.status}, but u {draft.u:.6g} "
+                          f"{'<=' if kept else '>'} p/q {draft.p:.6g}/{draft.q:.6g}")
+            self.pairs(draft.candidates, at)
+            if len(draft.residual) > MAX_RESIDUAL:
+                _fail(f"{at}: {len(draft.residual):,} residual tokens listed, more than {MAX_RESIDUAL}")
+            for k, token in enumerate(draft.residual):
+                self.token(token.token_id, f"{at}, residual token {k + 1}")
+                _share(token.prob, f"{at}, residual token {k + 1}", "prob")
+        if not re.fullmatch("k*r?u*", order):
+            _fail(f"{where}: drafts must be kept, then at most one rejected, then unchecked; got {order}")
+
+    def pairs(self, pairs, where: str) -> None:
+        if len(pairs) > MAX_PAIRS:
+            _fail(f"{where}: {len(pairs):,} candidates, more than {MAX_PAIRS}")
+        for k, pair in enumerate(pairs):
+            self.token(pair.token_id, f"{where}, candidate {k + 1}")
+            _share(pair.p, f"{where}, candidate {k + 1}", "p")
+            _share(pair.q, f"{where}, candidate {k + 1}", "q")
 
 
 # ---- numbers ---------------------------------------------------------------------------

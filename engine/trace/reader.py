@@ -9,7 +9,8 @@ import re
 
 from ..config import DecodeConfig
 from ..errors import ConfigError, TraceFormatError, quoted
-from .records import Candidate, FeedBack, GrammarStep, KVStep, Neighbour, Node, Sequence, Stage, StageToken, Step
+from .records import (Candidate, DraftCheck, FeedBack, GrammarStep, KVStep, Neighbour, Node, PairProb, Round,
+                      Sequence, Stage, StageToken, Step)
 
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
 
@@ -289,6 +290,32 @@ def _optional_int(value) -> int | None:
     return None if value is None else _int(value)
 
 
+def _optional_num(value) -> float | None:
+    return None if value is None else _num(value)
+
+
+def _pair(d) -> PairProb:
+    return PairProb(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str), p=_field(d, "p", _num),
+                    q=_field(d, "q", _num))
+
+
+def _draft_check(d) -> DraftCheck:
+    return DraftCheck(token_id=_field(d, "token_id", _int), text=_field(d, "text", _str), q=_field(d, "q", _num),
+                      p=_field(d, "p", _num), u=_field(d, "u", _optional_num), status=_field(d, "status", _str),
+                      candidates=_each(d, "candidates", _pair, "candidate", default=[]),
+                      residual=_each(d, "residual", _stage_token, "residual token", default=[]),
+                      residual_mass=_field(d, "residual_mass", _num, 0.0))
+
+
+def _round(d) -> Round:
+    return Round(index=_field(d, "index", _int), first_step=_field(d, "first_step", _int),
+                 drafts=_each(d, "drafts", _draft_check, "draft"), next_id=_field(d, "next_id", _optional_int),
+                 next_text=_field(d, "next_text", _str), next_kind=_field(d, "next_kind", _str),
+                 next_candidates=_each(d, "next_candidates", _pair, "next candidate", default=[]),
+                 target_passes=_field(d, "target_passes", _int), draft_passes=_field(d, "draft_passes", _int),
+                 seconds=_field(d, "seconds", _num, 0.0))
+
+
 MAX_FREE_ITEMS = 100_000         # values in one free-form field; a 1,024-step sampled run's findings hold ~10,000
 MAX_FREE_DEPTH = 10              # its nesting; findings nest 7 deep
 MAX_FREE_TEXT = 10_000           # characters in one of its texts; a real fact or version is under 100
@@ -356,4 +383,4 @@ def trace_fields(d: dict) -> dict:
                 model_facts=_field(d, "model_facts", _plain_dict, {}),
                 versions=_field(d, "versions", _plain_dict, {}), timings=_field(d, "timings", _plain_dict, {}),
                 forced=_field(d, "forced", _forced, {}), findings=_field(d, "findings", _plain_dict, {}),
-                schema=_field(d, "schema", _str))
+                rounds=_each(d, "rounds", _round, "round", default=[]), schema=_field(d, "schema", _str))

@@ -138,3 +138,51 @@ class Sequence:
     node_id: int | None = None      # leaf in the beam tree
 
 
+
+
+@dataclass(frozen=True)
+class PairProb:
+    """One token's probability under the target (p) and under the draft (q) at one position."""
+    token_id: int
+    text: str
+    p: float
+    q: float
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """One drafted token and the target's check of it (speculative decoding)."""
+    token_id: int
+    text: str
+    q: float              # the draft's probability of it (1 for a prompt-lookup draft: it has no distribution)
+    p: float              # the target's probability of it at the same position
+    u: float | None       # the uniform draw, kept when u <= p / q (sampling); None when greedy compares ids
+    status: str           # kept | rejected | unchecked (after a rejection, or after an end-of-text)
+    candidates: list = field(default_factory=list)   # [PairProb] top tokens of p and of q (checked positions)
+    residual: list = field(default_factory=list)     # [StageToken] top of norm(max(0, p - q)), at a rejection
+    residual_mass: float = 0.0                       # sum of max(0, p - q) = TV(p, q); 1 - it is the keep chance
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of speculative decoding: K drafted tokens, one target pass that checks them all, and the
+    target's own token after the kept ones (corrected at a rejection, a bonus when all were kept)."""
+    index: int
+    first_step: int                # the step of the round's first emitted token
+    drafts: list                   # [DraftCheck]
+    next_id: int | None            # the target's own token; None when the round ended at a kept end-of-text
+    next_text: str
+    next_kind: str                 # corrected | bonus | none
+    next_candidates: list          # [PairProb] p (and q, 0 after the last draft) where that token was drawn
+    target_passes: int
+    draft_passes: int
+    seconds: float = 0.0
+
+    @property
+    def kept(self) -> int:
+        return sum(1 for d in self.drafts if d.status == "kept")
+
+    @property
+    def emitted_ids(self) -> list:
+        ids = [d.token_id for d in self.drafts if d.status == "kept"]
+        return ids + ([self.next_id] if self.next_id is not None else [])

@@ -36,6 +36,7 @@ class Trace:
     timings: dict = field(default_factory=dict)
     forced: dict = field(default_factory=dict)      # step index -> token id forced there (branches)
     findings: dict = field(default_factory=dict)    # analysis results, filled by engine.explain
+    rounds: list = field(default_factory=list)      # [Round] speculative decoding's draft-and-check rounds
     schema: str = SCHEMA
 
     # ---- views -------------------------------------------------------------

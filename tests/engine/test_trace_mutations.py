@@ -25,6 +25,8 @@ from engine.tokens import first_difference
 from figures.compare import lanes_figure, token_ids, token_logprobs
 from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step
 from figures.stages import stages_figure
+from figures.speculative import acceptance_bars, p_and_q, residual_bars, rounds_strip, u_against_ratio
+from engine.speculative.summary import acceptance
 from engine.stepper import Stepper
 from ui.token_view import token_html, tokens_of
 
@@ -36,7 +38,10 @@ def bases(llama):
             decode(llama, prompt, DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3)).to_dict(),
             decode(llama, prompt, DecodeConfig(strategy="soft", max_new_tokens=3)).to_dict(),
             decode(llama, prompt, DecodeConfig(strategy="sample", temperature=0.7, top_k=8, top_p=0.9,
-                                               repetition_penalty=1.3, max_new_tokens=3, seed=1)).to_dict()]
+                                               repetition_penalty=1.3, max_new_tokens=3, seed=1)).to_dict(),
+            decode(llama, prompt, DecodeConfig(strategy="speculative", draft="early-exit:1", draft_tokens=2,
+                                               verify="sample", temperature=1.5, max_new_tokens=4,
+                                               seed=2)).to_dict()]
 
 
 @st.composite
@@ -91,7 +96,26 @@ def render_everything(trace: Trace) -> None:
     first_difference(ids, ids[::-1])
     assert all(math.isfinite(lp) or lp == float("-inf") or math.isnan(lp) for _, _, lp in token_logprobs(trace))
     lanes_figure([("uploaded", trace), ("again", trace)], {"again": 0}, highlight_step=0)
+    if trace.rounds:
+        render_speculative(trace)
     Trace.from_json(trace.to_json())            # the download button's file reads back
+
+
+def render_speculative(trace: Trace) -> None:
+    """What the Speculative decoding page computes from an uploaded trace."""
+    labels = {key: key for key in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft", "title",
+                                   "p", "q", "overlap", "prob", "rate", "position", "alpha", "keep", "reject")}
+    rounds_strip(trace.rounds, labels, selected=(0, 0))
+    acc = acceptance(trace)
+    acceptance_bars(acc.rates, acc.counts, acc.alpha, labels)
+    rnd = trace.rounds[0]            # one position of each kind: the figures read every round alike
+    p_and_q(rnd.next_candidates, labels, 0.5, rnd.next_id)
+    for draft in rnd.drafts[:2]:
+        p_and_q(draft.candidates, labels, 1 - draft.residual_mass, draft.token_id)
+        if draft.residual:
+            residual_bars(draft.residual, labels)
+        if draft.u is not None:
+            u_against_ratio(draft.u, draft.p / draft.q if draft.q > 0 else float("inf"), labels)
 
 
 PROPS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -104,6 +128,16 @@ PROPS = settings(max_examples=examples(300), deadline=None, suppress_health_chec
 def test_a_damaged_trace_is_refused_with_a_sentence_or_renders_everywhere(bases, base, data):
     damaged = data.draw(damage(bases[base]))
     trace = read(damaged)
+    if trace is not None:
+        render_everything(trace)
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_speculative_trace_is_refused_with_a_sentence_or_renders_everywhere(bases, data):
+    """The speculative base (its rounds carry many fields) draws fewer examples: each costs several times more."""
+    trace = read(data.draw(damage(bases[4])))
     if trace is not None:
         render_everything(trace)
 

@@ -1,0 +1,273 @@
+"""Page: speculative decoding, seen: the rounds, p against q at one position, acceptance, cost, and a proof
+that the rule keeps the target's distribution (and what breaks it)."""
+import streamlit as st
+import torch
+
+from engine import DecodeConfig, DecodeScopeError
+from engine.config import MAX_DRAFT_TOKENS
+from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
+from engine.speculative.summary import acceptance
+from figures.labels import duration, for_markdown, one_line, visible
+from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
+                                 u_against_ratio)
+from ui.export import export_bar, trace_upload
+from ui.i18n import t
+from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
+from ui.progress import stopped_note, watched_decode
+from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, keep_or_stop, model_facts_panel, needs_weights,
+                        shared_sidebar, sync_url, url_number, url_value)
+
+S = st.session_state
+KINDS = ("early-exit", "prompt-lookup", "model")
+VERIFY = ("greedy", "sample")
+CHUNK = 5000                  # draws per rule between two progress updates
+SIGNIFICANCE = 0.001          # a p-value below this: "the draws leave p"
+
+st.title(t("spec.title"))
+row = stage_row(t("spec.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
+slot = stage()
+with row["upload"]:
+    uploaded = trace_upload("sd_upload", refuse=lambda tr: None if tr.rounds else
+                            t("spec.upload_no_rounds", strategy=tr.config.strategy))
+settings = shared_sidebar(LIGHT_NEW_TOKENS)
+
+# ---- controls ------------------------------------------------------------------------------------------
+box = row["settings"]
+c1, c2, c3 = box.columns(3)
+saved_kind = url_value("sd_kind", "early-exit", str)
+kind = c1.radio(t("spec.kind"), KINDS, key="sd_kind", index=KINDS.index(saved_kind) if saved_kind in KINDS else 0,
+                format_func=lambda k: t("spec.kind_" + k.replace("-", "_")), help=t("spec.kind_help"))
+layer = c2.number_input(t("spec.layer"), 1, 128, step=1, key="sd_layer", value=url_number("sd_layer", 20, 1, 128),
+                        disabled=kind != "early-exit", help=t("spec.layer_help"))
+ngram = c2.number_input(t("spec.ngram"), 1, 8, step=1, key="sd_ngram", value=url_number("sd_ngram", 2, 1, 8),
+                        disabled=kind != "prompt-lookup", help=t("spec.ngram_help"))
+draft_name = c2.text_input(t("spec.model"), value=url_value("sd_model", "", str), key="sd_model",
+                           disabled=kind != "model", help=t("spec.model_help"))
+k = c3.number_input(t("spec.k"), 1, MAX_DRAFT_TOKENS, step=1, key="sd_k", value=url_number("sd_k", 4, 1,
+                                                                                          MAX_DRAFT_TOKENS),
+                    help=t("spec.k_help"))
+saved_verify = url_value("sd_verify", "greedy", str)
+verify = c3.radio(t("spec.verify"), VERIFY, horizontal=True, key="sd_verify",
+                  index=VERIFY.index(saved_verify) if saved_verify in VERIFY else 0,
+                  format_func=lambda v: t("spec.verify_" + v), help=t("spec.verify_help"))
+w1, w2, w3 = box.columns(3)
+sampling = verify == "sample"
+temperature = w1.slider(t("spec.temperature"), 0.1, 3.0, step=0.05, key="sd_temperature", disabled=not sampling,
+                        value=url_number("sd_temperature", 1.0, 0.1, 3.0))
+top_k = w2.number_input(t("spec.top_k"), 0, 1000, step=1, key="sd_top_k", value=url_number("sd_top_k", 0, 0, 1000),
+                        disabled=not sampling, help=t("spec.top_k_help"))
+top_p = w3.slider(t("spec.top_p"), 0.05, 1.0, step=0.05, key="sd_top_p", disabled=not sampling,
+                  value=url_number("sd_top_p", 1.0, 0.05, 1.0))
+sync_url(sd_kind=kind, sd_layer=int(layer), sd_ngram=int(ngram), sd_model=draft_name, sd_k=int(k), sd_verify=verify,
+         sd_temperature=temperature, sd_top_k=int(top_k), sd_top_p=top_p)
+
+spec = {"early-exit": f"early-exit:{int(layer)}", "prompt-lookup": f"prompt-lookup:{int(ngram)}",
+        "model": f"model:{draft_name.strip()}"}[kind]
+config = DecodeConfig(strategy="speculative", draft=spec, draft_tokens=int(k), verify=verify,
+                      temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                      max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=10)
+plain_config = config.replace(strategy=verify, draft="")
+
+
+def the_draft_model():
+    return draft_model(draft_name) if kind == "model" else None
+
+
+# ---- the decode: an uploaded trace, or speculative and plain decoding on the shared model --------------------
+lm = plain = None
+if uploaded is not None:
+    model_facts_panel(uploaded.model_facts)
+    trace = uploaded
+    st.info(t("spec.viewing_upload", rounds=len(uploaded.rounds), draft=for_markdown(uploaded.config.draft)))
+else:
+    needs_weights()
+    lm = get_lm(settings.model)
+    if lm is None:
+        st.stop()
+
+    def speculative_decode():
+        config.validate(lm.facts.vocab_size)
+        return watched_decode("sd_spec", lm, settings.prompt, config, t("spec.label_spec"),
+                              draft_lm=the_draft_model())
+
+    trace = cached("sd_trace", (lm.name, settings.prompt, config), speculative_decode)
+    plain = cached("sd_plain", (lm.name, settings.prompt, plain_config),
+                   lambda: watched_decode("sd_plain", lm, settings.prompt, plain_config, t("spec.label_plain")))
+
+rounds = trace.rounds
+acc = acceptance(trace)
+
+# ---- the rounds, as a strip ----------------------------------------------------------------------------------
+positions = []          # (round index, draft index or None) of every position the target checked or drew at
+for rnd in rounds:
+    positions += [(rnd.index, j) for j, d in enumerate(rnd.drafts) if d.status != "unchecked"]
+    if rnd.next_id is not None:
+        positions.append((rnd.index, None))
+
+
+def position_name(pos) -> str:
+    rnd = rounds[pos[0]]
+    if pos[1] is None:
+        return t("spec.position_next", round=pos[0] + 1, token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+    draft = rnd.drafts[pos[1]]
+    return t("spec.position_draft", round=pos[0] + 1, draft=pos[1] + 1, token=visible(draft.text),
+             status=t("spec." + draft.status))
+
+
+def pos_key(pos) -> str:
+    return f"{pos[0] + 1}.{'n' if pos[1] is None else pos[1] + 1}"
+
+
+first_rejection = next(((r.index, j) for r in rounds for j, d in enumerate(r.drafts) if d.status == "rejected"), None)
+default_pos = first_rejection or (positions[0] if positions else None)
+saved_pos = url_value("sd_pos", "", str)
+keys = [pos_key(p) for p in positions]
+chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
+
+strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
+strip_labels["title"] = t("spec.strip_title", rounds=acc.rounds, tokens=acc.tokens, k=trace.config.draft_tokens)
+strip = rounds_strip(rounds, strip_labels, selected=chosen)
+main_chart(strip, "sd_strip", slot)
+stopped_note("sd_spec")
+st.markdown(t("spec.summary", text=one_line(trace.best.text), alpha=f"{acc.alpha:.3f}", kept=acc.kept,
+              checked=acc.checked, per_round=f"{acc.tokens_per_round:.2f}", draft=for_markdown(trace.config.draft),
+              verify=t("spec.verify_" + trace.config.verify)))
+export_bar(trace, strip, "speculative", "sd_export")
+
+# ---- one position: p against q, the residual, u against p/q -------------------------------------------------
+st.subheader(t("spec.position_header"))
+if chosen is not None:
+    index = positions.index(chosen)
+    chosen = positions[st.selectbox(t("spec.position"), range(len(positions)), index=index, key="sd_pos_box",
+                                    format_func=lambda i: position_name(positions[i]))]
+    sync_url(sd_pos=pos_key(chosen))
+    rnd = rounds[chosen[0]]
+    labels = {"p": t("spec.p"), "q": t("spec.q"), "overlap": t("spec.overlap"), "prob": t("spec.prob")}
+    left, right = st.columns(2)
+    if chosen[1] is not None:
+        draft = rnd.drafts[chosen[1]]
+        alpha = 1.0 - draft.residual_mass
+        labels["title"] = t("spec.pq_title", token=visible(draft.text))
+        left.plotly_chart(sized(p_and_q(draft.candidates, labels, alpha, draft.token_id)), key="sd_pq")
+        ratio = draft.p / draft.q if draft.q > 0 else float("inf")
+        st.markdown(t("spec.check_numbers", p=f"{draft.p:.4f}", q=f"{draft.q:.4f}", ratio=f"{ratio:.4f}",
+                      alpha=f"{alpha:.3f}", tv=f"{draft.residual_mass:.3f}"))
+        if draft.u is not None:
+            st.markdown(t("spec.check_sample", u=f"{draft.u:.4f}", ratio=f"{min(ratio, 1.0):.4f}",
+                          status=t("spec." + draft.status)))
+            right.plotly_chart(sized(u_against_ratio(draft.u, ratio, {"keep": t("spec.keep_zone"),
+                                                                      "reject": t("spec.reject_zone"),
+                                                                      "title": t("spec.u_title")})), key="sd_u")
+        else:
+            top = max(draft.candidates, key=lambda c: c.p)
+            st.markdown(t("spec.check_greedy", top=for_markdown(visible(top.text)), status=t("spec." + draft.status)))
+        if draft.residual:
+            right.plotly_chart(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
+                "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual")
+    else:
+        labels["title"] = t("spec.next_title", token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        left.plotly_chart(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
+            max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq")
+        st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
+                      token=for_markdown(visible(rnd.next_text))))
+        rejected = next((d for d in rnd.drafts if d.status == "rejected"), None)
+        if rejected is not None and rejected.residual:
+            right.plotly_chart(sized(residual_bars(rejected.residual, {"prob": t("spec.prob"), "title": t(
+                "spec.residual_title", mass=f"{rejected.residual_mass:.3f}")})), key="sd_residual")
+else:
+    st.info(t("spec.no_positions"))
+
+# ---- acceptance -------------------------------------------------------------------------------------------
+st.subheader(t("spec.acceptance_header"), anchor="acceptance")
+scroll_to_section("acceptance")
+cols = st.columns(4)
+cols[0].metric(t("spec.alpha"), f"{acc.alpha:.3f}", help=t("spec.alpha_help"))
+cols[1].metric(t("spec.per_round"), f"{acc.tokens_per_round:.2f}")
+cols[2].metric(t("spec.predicted"), f"{acc.predicted:.2f}", help=t("spec.predicted_help"))
+cols[3].metric(t("spec.k_fixed"), trace.config.draft_tokens)
+st.plotly_chart(sized(acceptance_bars(acc.rates, acc.counts, acc.alpha, {
+    "title": t("spec.acceptance_title"), "rate": t("spec.rate"), "position": t("spec.draft_position"),
+    "alpha": t("spec.alpha_line")})), key="sd_acceptance")
+st.markdown(t("spec.acceptance_text", k=trace.config.draft_tokens, alpha=f"{acc.alpha:.3f}",
+              predicted=f"{acc.predicted:.2f}", measured=f"{acc.tokens_per_round:.2f}"))
+
+# ---- cost: speculative against plain decoding, measured ---------------------------------------------------------
+if plain is not None:
+    st.subheader(t("spec.cost_header"))
+    spec_s = trace.timings.get("prefill_s", 0.0) + trace.timings.get("decode_s", 0.0)
+    plain_s = plain.timings.get("prefill_s", 0.0) + plain.timings.get("decode_s", 0.0)
+    cols = st.columns(4)
+    cols[0].metric(t("spec.wall_spec"), duration(spec_s))
+    cols[1].metric(t("spec.wall_plain"), duration(plain_s))
+    cols[2].metric(t("spec.passes_spec"), f"{acc.target_passes} + {acc.draft_passes}", help=t("spec.passes_help"))
+    cols[3].metric(t("spec.passes_plain"), len(plain.steps))
+    ratio = spec_s / plain_s if plain_s > 0 else float("nan")
+    st.markdown(t("spec.cost_text", ratio=f"{ratio:.2f}", target=acc.target_passes, plain=len(plain.steps),
+                  draft=acc.draft_passes))
+    if spec_s >= plain_s:
+        st.warning(t("spec.no_payoff", ratio=f"{ratio:.2f}"))
+    if verify == "greedy":
+        same = trace.best.token_ids == plain.best.token_ids[:len(trace.best.token_ids)]
+        (st.success if same else st.error)(t("spec.same_ids" if same else "spec.other_ids"))
+
+# ---- prove it: many draws of the next token -----------------------------------------------------------------
+st.subheader(t("spec.prove_header"), anchor="prove")
+scroll_to_section("prove")
+st.markdown(t("spec.prove_intro"))
+if lm is None:
+    st.info(t("spec.prove_needs_model"))
+    st.stop()
+n = int(st.number_input(t("spec.prove_n"), 1000, 200_000, step=1000, key="sd_n",
+                        value=url_number("sd_n", 20_000, 1000, 200_000)))
+sync_url(sd_n=n)
+proof_id = (lm.name, settings.prompt, config.replace(max_new_tokens=1, seed=0), n, settings.seed)
+try:
+    p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config,
+                                                                      the_draft_model()))
+except DecodeScopeError as exc:       # a draft that proposes nothing here
+    keep_or_stop(exc, have_previous=False)
+proof = S.get("sd_proof")
+if proof is not None and proof["id"] != proof_id:
+    proof = None
+go_on = st.button(t("spec.prove_run"), key="sd_prove", icon="🎲", type="primary")
+if go_on:
+    generator = torch.Generator().manual_seed(settings.seed)
+    vocab = p.shape[0]
+    proof = {"id": proof_id, "done": 0, "counts": {r: torch.zeros(vocab) for r in ("plain", *RULES)},
+             "kept": {r: 0 for r in RULES}}
+    S["sd_proof"] = proof
+    bar = st.progress(0.0, text=t("spec.prove_progress", done=0, n=n))
+    stop_box = st.empty()
+    stop_box.button(t("common.stop"), key="sd_prove_stop", icon="⏹")   # a click stops this run; the draws so far stay
+    while proof["done"] < n:
+        size = min(CHUNK, n - proof["done"])
+        proof["counts"]["plain"] += histogram(draw_plain(p, size, generator), vocab)
+        for rule in RULES:
+            tokens, kept = draw_next(p, q, size, generator, rule)
+            proof["counts"][rule] += histogram(tokens, vocab)
+            proof["kept"][rule] += int(kept.sum())
+        proof["done"] += size
+        bar.progress(proof["done"] / n, text=t("spec.prove_progress", done=f"{proof['done']:,}", n=f"{n:,}"))
+    bar.empty()
+    stop_box.empty()
+if proof is not None and proof["done"] > 0:
+    done = proof["done"]
+    top = torch.topk(p, min(10, p.shape[0])).indices.tolist()
+    panels, verdicts = [], []
+    for rule in ("plain", *RULES):
+        result = fit(proof["counts"][rule], p)
+        kept = f"{proof['kept'][rule] / done:.3f}" if rule in proof["kept"] else "-"
+        panels.append((t("spec.panel_" + rule, tv=f"{result.tv:.4f}", pvalue=f"{result.p_value:.3g}", kept=kept),
+                       [float(proof["counts"][rule][i]) / done for i in top]))
+        verdicts.append(t("spec.verdict_" + ("follows" if result.p_value > SIGNIFICANCE else "leaves"),
+                          rule=t("spec.rule_" + rule), pvalue=f"{result.p_value:.3g}", tv=f"{result.tv:.4f}",
+                          dof=result.dof, kept=kept))
+    st.plotly_chart(sized(draw_histograms([float(p[i]) for i in top], [lm.token_texts[i] for i in top], panels, {
+        "title": t("spec.prove_title", n=f"{done:,}"), "drawn": t("spec.drawn"), "p": t("spec.p")})),
+        key="sd_proof_chart")
+    if done < n:
+        st.warning(t("spec.prove_stopped", done=f"{done:,}", n=f"{n:,}"))
+    st.markdown("\n".join(f"- {v}" for v in verdicts))
+    alpha_exact, alpha_ids = float(torch.minimum(p, q).sum()), float((p * q).sum())
+    st.markdown(t("spec.prove_explain", alpha=f"{alpha_exact:.3f}", alpha_ids=f"{alpha_ids:.3f}",
+                  significance=SIGNIFICANCE))

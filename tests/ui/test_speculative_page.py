@@ -1,0 +1,152 @@
+"""The Speculative decoding page in AppTest, on the tiny Llama (every model load is handed it, or a tiny model
+with another vocabulary for the name "other-vocabulary"): a link with every setting, bad input that keeps the
+result on screen, the proof's verdicts, Chinese, and presentation mode."""
+from __future__ import annotations
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+import ui.session
+from app_helpers import ROOT, texts
+from tiny_models import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+
+PROMPT = "The capital of France is Paris. The capital of Italy is"
+LINK = {"sd_kind": "early-exit", "sd_layer": 1, "sd_k": 3, "sd_verify": "sample", "sd_temperature": 1.5,
+        "sd_top_k": 40, "sd_top_p": 0.95, "sd_n": 3000, "seed": 4, "max_new_tokens": 8}
+EN = texts("spec")
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {"tiny": tiny_llama(), "other": tiny_llama(vocab_size=320)}
+
+
+@pytest.fixture
+def tiny_loads(monkeypatch, models):
+    def load(name=None, *args, **kwargs):
+        return models["other"] if name == "other-vocabulary" else models["tiny"]
+
+    monkeypatch.setattr(ui.session, "load_model", load)
+    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.session._models.clear()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+    ui.session._models.clear()
+
+
+def open_page(params: dict) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.session_state["prompt"] = PROMPT
+    at.switch_page("pages/speculative.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
+    at = open_page(LINK)
+    trace = at.session_state["sd_trace"]
+    config = trace.config
+    assert (config.draft, config.draft_tokens, config.verify, config.seed, config.max_new_tokens) == \
+        ("early-exit:1", 3, "sample", 4, 8)
+    assert (config.temperature, config.top_k, config.top_p) == (1.5, 40, 0.95)
+    assert at.number_input(key="sd_n").value == 3000
+    assert [e.value for e in at.error] == []
+    assert at.get("plotly_chart"), "the strip and the position's figures"
+    # the page opens on the first rejection (else the first draft), and the address names it
+    rejected = [(r.index, j) for r in trace.rounds for j, d in enumerate(r.drafts) if d.status == "rejected"]
+    r, j = rejected[0] if rejected else (0, 0)
+    assert at.query_params["sd_pos"] == f"{r + 1}.{j + 1}"
+
+
+def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads):
+    at = open_page(LINK)
+    shown = at.session_state["sd_trace"]
+    charts = len(at.get("plotly_chart"))
+    at.number_input(key="sd_layer").set_value(7).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "early exit after layer 7" in errors[0] and "choose 1 to 1" in errors[0]
+    assert at.session_state["sd_trace"] is shown and len(at.get("plotly_chart")) == charts
+    at.radio(key="sd_kind").set_value("model").run()
+    at.text_input(key="sd_model").input("other-vocabulary").run()
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "vocabulary" in errors[0] and "320" in errors[0], errors
+    assert at.session_state["sd_trace"] is shown
+
+
+def test_the_proof_tells_the_slip_from_the_rule(tiny_loads):
+    at = open_page({**LINK, "sd_n": 20000})
+    at.button(key="sd_prove").click().run()
+    assert not at.exception
+    verdicts = next(m.value for m in at.markdown if m.value.startswith("- "))
+    lines = verdicts.splitlines()
+    leaves = EN["verdict_leaves"].split("**")[1]
+    assert len(lines) == 4
+    assert leaves not in lines[0] and leaves not in lines[1], lines       # plain sampling, speculative sampling
+    assert leaves in lines[2], lines                                       # the residual replaced by p
+    assert leaves not in lines[3], lines                                   # ids only: exact, keeps fewer
+
+
+def test_chinese_and_presentation_mode(tiny_loads):
+    at = open_page({**LINK, "lang": "zh", "present": 1})
+    zh = texts("spec", "zh")
+    assert at.title[0].value == zh["title"]
+    assert not at.error
+
+
+# ---- the interview's chain on speculative decoding -----------------------------------------------------------
+IV = texts("interview_spec")
+
+
+def spec_links(at: AppTest) -> list:
+    from test_interview import page_links
+
+    return [(page, params) for page, params in page_links(at) if page == "speculative"]
+
+
+def walk_the_chain(at: AppTest) -> list:
+    """Reveal each follow-up in turn; the one demo link each answer shows."""
+    links = []
+    for n in range(1, 5):
+        at.button(key="iv_reveal_spec_chain").click().run()
+        assert not at.exception
+        shown = [m.value for m in at.markdown]
+        assert IV[f"a{n}"] in shown and all(IV[f"a{k}"] not in shown for k in range(n + 1, 5))
+        found = spec_links(at)
+        assert len(found) == 1
+        links.append(found[0][1])
+        at.button(key="iv_spec_next").click().run()
+    return links
+
+
+def test_the_speculative_chain_links_each_answer_to_a_demo(tiny_loads):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.switch_page("pages/interview.py").run()
+    links = walk_the_chain(at)
+    assert [p["sd_verify"] for p in links] == ["sample", "sample", "greedy", "greedy"]
+    assert [p.get("section") for p in links] == ["prove", "prove", "acceptance", None]
+    assert all(p["lang"] == "en" and p["prompt"] for p in links)
+    assert any(IV["q1"] in m.value for m in at.markdown)          # the last "next" starts the chain over
+
+
+@pytest.mark.bundled
+def test_the_chain_links_open_the_page_with_their_settings_on_the_bundled_model():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
+    at.switch_page("pages/interview.py").run()
+    links = walk_the_chain(at)
+    for params in (links[0], links[3]):      # sampling with early exit; greedy with prompt lookup
+        page = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
+        page.query_params.update(params)
+        page.switch_page("pages/speculative.py").run()
+        assert not page.exception and not page.error, (params, [e.value for e in page.error])
+        config = page.session_state["sd_trace"].config
+        assert config.verify == params["sd_verify"] and config.draft.startswith(params["sd_kind"])
+        if config.verify == "greedy":      # the page's own check against plain greedy decoding
+            assert [s.value for s in page.success] == [EN["same_ids"]]
