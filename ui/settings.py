@@ -222,11 +222,17 @@ def read(key: str, default=None, setting: Setting | None = None):
     except Unusable as why:
         _note(key, raw, str(why), fallback)
         return fallback
+    note_changes(key, raw, value, setting)
+    return value
+
+
+def note_changes(key: str, raw: str, value, setting: Setting | None = None) -> None:
+    """Name, in this run's notes, an address value that was held in range or had characters replaced."""
+    setting = setting or TABLE[key]
     if setting.kind in (int, float) and value != _plain(raw, setting.kind):
         _note(key, raw, "held", value)
     elif setting.kind is str and value != raw:
         _note(key, raw, "unicode", value)
-    return value
 
 
 def _set(widget: str, value) -> None:

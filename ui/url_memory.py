@@ -74,6 +74,8 @@ def follow_link() -> None:
             st.session_state[widget] = settings.parse(key, value, setting)
         except (settings.Unusable, TypeError, ValueError):
             st.session_state.pop(widget, None)
+        else:
+            settings.note_changes(key, value, st.session_state[widget], setting)
 
 
 def remember() -> None:

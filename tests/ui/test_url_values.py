@@ -122,6 +122,8 @@ def framed_widgets(keys: list) -> None:
         else:
             st.slider(key, kind(low), kind(high), key=key, value=settings.read(key))
     url_memory.remember()
+    for note in settings.link_notes():
+        st.toast(note)
 
 
 @pytest.mark.parametrize("value", ["1e400", "9" * 400, "-5000", "5000", "nan", "-inf", "zwei", "0x10"])
@@ -153,6 +155,9 @@ def test_a_followed_link_in_range_still_sets_the_widget():
     assert at.slider(key="cmp_top_p").value == pytest.approx(0.5)
     assert at.slider(key="cmp_beams").value == TABLE["cmp_beams"].high
     assert at.select_slider(key="ee_tau").value == 0.2
+    toasts = [toast.value.replace("\\", "") for toast in at.toast]      # what was changed is named, not what was taken
+    assert any("cmp_beams=1e3" in toast and "held at 8" in toast for toast in toasts), toasts
+    assert not any("cmp_top_p" in toast for toast in toasts), toasts
 
 
 def test_a_lone_surrogate_in_a_kept_text_is_replaced(tiny_llama_folder):
