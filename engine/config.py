@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from .errors import ConfigError, quoted
 
 STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative")
+# the stages a distribution passes through, in transformers' order (the recorded stage view, the trace check
+# and the page's labels all read this)
+STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024

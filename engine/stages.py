@@ -22,7 +22,6 @@ from .grammar import GrammarMask
 from .shaping import build_processors
 from .trace import Stage, StageToken
 
-ORDER = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 CUT_SHOWN = 20     # removed tokens kept per stage, best ranked first
 
 

@@ -14,6 +14,7 @@ import streamlit as st
 import torch
 
 from engine import DecodeScopeError, LoadedModel, Trace
+from engine.config import STAGE_NAMES as engine_stages
 from engine.config import WARPED_STRATEGIES
 from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
 from engine.sampler_order import ORDERS, disputed
@@ -28,7 +29,7 @@ from ui.i18n import t
 from ui.present import sized
 from ui.session import cached
 
-STAGE_NAMES = ("raw", "repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
+STAGE_NAMES = ("raw", *engine_stages)          # the raw distribution, then each stage
 CUT_LISTED = 5
 
 

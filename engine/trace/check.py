@@ -20,14 +20,13 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N
+from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, STAGE_NAMES
 from ..errors import TraceFormatError, quoted
 from .mask import unpack_mask
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
 MAX_PROMPT_TOKENS = 32_768 # when the file does not say its context length; pages loop over the prompt
-STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
 MAX_GRAMMAR_REMOVED = 10   # the recorder keeps the 10 most likely tokens a grammar removed
 MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
 STATUSES = ("kept", "pruned", "finished")
