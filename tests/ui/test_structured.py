@@ -46,6 +46,7 @@ def test_a_link_with_every_setting_opens_the_run_it_names(tiny_loads):
     allowed = unpack_mask(step.grammar.mask, tiny_loads.facts.vocab_size)
     struck = table(at).count("~~") // 2
     assert struck == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    assert at.get("download_button")                                 # the trace and the figure can be saved
 
 
 def test_a_bad_grammar_gets_one_line_and_the_last_result_stays(tiny_loads):
