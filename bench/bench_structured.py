@@ -17,7 +17,7 @@ import os
 import statistics
 import time
 
-from engine import DecodeConfig, load_model
+from engine import DecodeConfig, LoadedModel, load_model
 from engine.decoder import Decoder
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
@@ -32,7 +32,7 @@ def load() -> str:
     return "load %.2f/%.2f/%.2f" % os.getloadavg()
 
 
-def step_times(lm, config: DecodeConfig) -> tuple[list, list]:
+def step_times(lm: LoadedModel, config: DecodeConfig) -> tuple[list, list]:
     """(seconds of each step after the prefill, seconds of each step's mask) for one decode."""
     dec = Decoder(lm, PROMPT, config)
     dec.step()

@@ -24,6 +24,7 @@ from transformers import LogitsProcessor
 
 from .config import GRAMMAR_KINDS, MAX_CHOICES
 from .errors import ConfigError
+from .model import LoadedModel
 from .trace import GrammarStep, StageToken
 from .trace.mask import pack_mask
 
@@ -90,7 +91,7 @@ def check_grammar(kind: str, text: str) -> None:
         _bad(first_line(problem))
 
 
-def ll_tokenizer(lm):
+def ll_tokenizer(lm: LoadedModel):
     """llguidance's view of the model's tokenizer (about a second to build; kept per tokenizer)."""
     import llguidance.hf
 
@@ -126,7 +127,7 @@ class GrammarMask(LogitsProcessor):
     Rows of `input_ids` are the prompt (`prompt_len` tokens) plus a generated prefix; each prefix gets
     its own matcher and mask, cached, so that several beams, or the same step shown twice, cost one walk."""
 
-    def __init__(self, lm, kind: str, text: str, prompt_len: int):
+    def __init__(self, lm: LoadedModel, kind: str, text: str, prompt_len: int):
         from llguidance import LLMatcher
 
         self.kind, self.text, self.prompt_len = kind, text, prompt_len

@@ -7,6 +7,7 @@ from engine.grammar import output_check, stop_reason
 from engine.tokens import first_difference
 from figures.labels import for_markdown, one_line, visible
 from figures.structured import feasible_strip
+from ui.export import export_bar
 from ui.grammar_examples import EXAMPLES
 from ui.i18n import t
 from ui.present import main_chart, stage, stage_row
@@ -86,7 +87,8 @@ stopped_note("so_run")
 
 at = (int(url_number("so_step", 1, 1, len(steps), int)) - 1) if len(steps) > 1 else 0
 labels = {k: t("structured.strip_" + k) for k in ("title", "x", "y", "forced", "free", "hover")}
-main_chart(feasible_strip(steps, labels, current=at), "so_strip", slot)
+strip = feasible_strip(steps, labels, current=at)
+main_chart(strip, "so_strip", slot)
 forced = sum(1 for s in steps if s.grammar.forced)
 low = min(steps, key=lambda s: s.grammar.feasible_mass)
 st.caption(t("structured.strip_caption", forced=forced, n=len(steps), step=low.index + 1,
@@ -150,3 +152,5 @@ else:
     st.markdown(t("structured.boundary_differs", n=len(ids), m=len(own), step=split + 1,
                   grammar=for_markdown(visible(lm.token_texts[ids[split]])) if split < len(ids) else "∅",
                   own=for_markdown(visible(lm.token_texts[own[split]])) if split < len(own) else "∅"))
+
+export_bar(trace, strip, "structured", key="so_export")     # the trace keeps every step's mask, read back whole

@@ -53,8 +53,9 @@ def test_the_chain_asks_one_question_at_a_time_and_links_each_answer_to_its_demo
             assert words[f"q{n + 1}"] in markdown(at) and words[f"a{n + 1}"] not in markdown(at)
     at.button(key="iv_so_restart").click().run()
     assert words["q2"] not in markdown(at)
-    # each link opens Structured output holding the settings it names, decoded without an error line
-    for params in links:
+    # each link opens Structured output holding the settings it names (in 中文 the first one only: the
+    # pages do not depend on the language)
+    for params in links if lang == "en" else links[:1]:
         assert params["lang"] == lang and params["so_kind"] in ("json_schema", "regex")
         page = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
         page.query_params.update(params)

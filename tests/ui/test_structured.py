@@ -46,6 +46,7 @@ def test_a_link_with_every_setting_opens_the_run_it_names(tiny_loads):
     allowed = unpack_mask(step.grammar.mask, tiny_loads.facts.vocab_size)
     struck = table(at).count("~~") // 2
     assert struck == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    assert at.get("download_button")                                 # the trace and the figure can be saved
 
 
 def test_a_bad_grammar_gets_one_line_and_the_last_result_stays(tiny_loads):
@@ -67,3 +68,12 @@ def test_every_text_exists_in_both_languages():
 
 def table(at: AppTest) -> str:
     return next(m.value for m in at.markdown if m.value.startswith("| "))
+
+
+def test_url_values_out_of_range_fall_back_without_breaking_the_page(tiny_loads):
+    params = {"so_kind": "yaml", "so_example": "nothing", "so_strategy": "speculative", "so_step": "99999"}
+    at = open_app("structured", params=params, new_tokens=6)
+    assert at.radio(key="so_kind").value == "json_schema" and at.radio(key="so_strategy").value == "greedy"
+    assert at.selectbox(key="so_example").value == "city"
+    steps = [s for s in at.session_state["so_last"].steps if s.grammar is not None]
+    assert at.slider(key="so_step").value == len(steps)               # held inside the slider's range
