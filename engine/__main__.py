@@ -8,6 +8,7 @@ Bad input exits with status 2 and one line `error: ...` naming the parameter; no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -19,13 +20,13 @@ from pathlib import Path
 from .config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig, draft_spec
 from .errors import ConfigError, DecodeScopeError
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
+from .output import say_error, write_file, write_stdout
 from .tokens import unpaired_surrogate
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):   # one line, status 2, like every other bad input
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(say_error(message))
 
 
 class _Help(argparse.HelpFormatter):
@@ -105,7 +106,8 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                    help="decode on a model served by vLLM or llama.cpp (OpenAI-compatible completions) at URL, "
                         "e.g. http://127.0.0.1:8000; --model then names the server's model (optional when it "
                         "serves one). Each step shows the server's top-N, the rest as 'other'")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each answer of --server")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds each request to --server may take in all, its whole answer included")
     p.add_argument("--json", metavar="PATH", help="write the trace as JSON ('-' for stdout)")
     p.add_argument("--explain", action="store_true",
                    help="under the table, list what happened: unlikely picks, the first loop, entropy events, "
@@ -369,11 +371,13 @@ def lens_main(args) -> int:
         lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
         lens = lens_next(lm, args.prompt, args.chat, args.top)
     except DecodeScopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return say_error(exc)
     except KeyboardInterrupt:
         return 130
-    print(format_lens(lens))
+    try:
+        write_stdout(format_lens(lens) + "\n")
+    except DecodeScopeError as exc:
+        return say_error(exc)
     return 0
 
 
@@ -433,6 +437,8 @@ def format_rounds(trace) -> str:
 def main(argv=None, prog: str = "python -m engine") -> int:
     """Run a command; `prog` is how the user called it (see build_parser)."""
     args = build_parser(prog).parse_args(argv)
+    if sys.stdout is None:               # started with its standard output closed: nothing could be shown
+        return say_error(DecodeScopeError("standard output is closed; nothing could be written"))
     if args.command == "lens":
         return lens_main(args)
     try:
@@ -461,35 +467,34 @@ def main(argv=None, prog: str = "python -m engine") -> int:
 
             trace = with_findings(trace)
     except DecodeScopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        partial = getattr(exc, "trace", None)     # a served decode cut short: the steps received, then why
+        if partial is not None and args.json != "-":
+            with contextlib.suppress(DecodeScopeError):
+                write_stdout(format_table(partial) + "\n")
+        return say_error(exc)
     except KeyboardInterrupt:
         return 130
-    if args.json == "-":
-        sys.stdout.write(trace.to_json() + "\n")
-        return 0
-    if trace.steps and trace.steps[0].grammar is not None and not args.stages:
-        print(format_grammar_table(trace, _show))
-    else:
-        print(format_stages_table(trace) if args.stages else format_table(trace))
-    if trace.rounds:
-        print()
-        print(format_rounds(trace))
-    if args.explain:
-        from .explain import format_findings
+    try:
+        if args.json == "-":
+            write_stdout(trace.to_json() + "\n")
+            return 0
+        if trace.steps and trace.steps[0].grammar is not None and not args.stages:
+            out = format_grammar_table(trace, _show)
+        else:
+            out = format_stages_table(trace) if args.stages else format_table(trace)
+        if trace.rounds:
+            out += "\n\n" + format_rounds(trace)
+        if args.explain:
+            from .explain import format_findings
 
-        print()
-        print(format_findings(trace))
-    if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(trace.to_json())
-        except OSError as exc:
-            print(f"error: --json: cannot write {args.json}: {exc.strerror}", file=sys.stderr)
-            return 2
-        print(f"trace written to {args.json}", file=sys.stderr)
+            out += "\n\n" + format_findings(trace)
+        write_stdout(out + "\n")
+        if args.json:
+            write_file(args.json, trace.to_json())
+            print(f"trace written to {args.json}", file=sys.stderr)
+    except DecodeScopeError as exc:
+        return say_error(exc)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

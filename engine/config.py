@@ -29,6 +29,8 @@ MAX_DRAFT_TOKENS = 16
 DRAFT_KINDS = ("early-exit", "prompt-lookup", "model")
 VERIFY_MODES = ("greedy", "sample")     # how speculative decoding's target checks a draft
 MAX_NGRAM = 8
+MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
+MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,14 @@ class DecodeConfig:
         if self.temperature <= 0:
             bad("temperature",
                 f"must be greater than 0, got {self.temperature} (use the greedy strategy for temperature 0)")
+        for name in ("temperature", "tau", "repetition_penalty"):    # each divides or multiplies the logits
+            value = getattr(self, name)
+            if value > 0 and not MIN_SCALE <= value <= MAX_SCALE:
+                bad(name, f"must be between {MIN_SCALE:g} and {MAX_SCALE:g}, got {value:g} (the logits scaled by "
+                          "it would overflow or vanish)")
+        if abs(self.length_penalty) > MAX_LENGTH_PENALTY:
+            bad("length_penalty", f"must be between -{MAX_LENGTH_PENALTY:g} and {MAX_LENGTH_PENALTY:g}, got "
+                                  f"{self.length_penalty:g} (length ** it would overflow)")
         if self.top_k < 0:
             bad("top_k", f"must be 0 (off) or a positive number of tokens, got {self.top_k}")
         if not 0 < self.top_p <= 1:

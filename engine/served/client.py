@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import socket
 import threading
 import time
@@ -27,11 +26,14 @@ from dataclasses import dataclass, field
 import httpx2
 
 from ..errors import DecodeScopeError
+from ..safe_text import clean_text, printable
 
 MAX_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 300
 MAX_RESPONSE_BYTES = 32_000_000      # one answer; 24 steps x 200 candidates is about 0.5 MB
 MAX_LINE_BYTES = 1_000_000          # one streamed event
+MAX_HEADERS = 100                    # an answer's header lines, and the bytes of each (the standard library's
+MAX_HEADER_LINE = 65_536             # limits; httpx2 itself allows 100 KB of headers in all)
 MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
 DEFAULT_TIMEOUT_S = 60.0
 NO_TOKENIZER = -1
@@ -90,21 +92,6 @@ def check_url(url: str) -> str:
     except (httpx2.InvalidURL, ValueError):
         raise ServedError(f"server address has a malformed host: {url[:60]!r}") from None
     return base
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """A server's text with every lone surrogate (JSON can carry one as an escape; UTF-8 cannot) replaced by
-    U+FFFD, so a trace from it can be written and printed."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def printable(text: str) -> str:
-    """Text a server or a user sent, safe in a terminal and on a page: every character that is not printable
-    (escapes, other controls, bidi overrides, lone surrogates) written as its escape, e.g. \\x1b."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _quote(text) -> str:
@@ -337,6 +324,7 @@ class Server:
                 with _client().stream(method, self.url + path, json=payload, headers=headers,
                                       timeout=httpx2.Timeout(self.timeout), follow_redirects=False,
                                       extensions={"trace": deadline.trace}) as response:
+                    _check_headers(response, self.url)
                     if not 200 <= response.status_code < 300:
                         raise ServedError(f"server at {self.url} refused {path} (HTTP {response.status_code}): "
                                           f"{_quote(_error_text(response, deadline))}")
@@ -444,6 +432,15 @@ def _client() -> httpx2.Client:
         if _CLIENT is None:
             _CLIENT = httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0), follow_redirects=False)
         return _CLIENT
+
+
+def _check_headers(response, url: str) -> None:
+    """Headers bounded as the standard library bounds them: at most 100, each line at most 64 KiB."""
+    raw = response.headers.raw
+    if len(raw) > MAX_HEADERS:
+        raise ServedError(f"server at {url} sent {len(raw)} headers; the limit is {MAX_HEADERS}")
+    if any(len(name) + len(value) + 4 > MAX_HEADER_LINE for name, value in raw):
+        raise ServedError(f"server at {url} sent a header line over {MAX_HEADER_LINE // 1024} KiB")
 
 
 def _read_bounded(response, deadline: _Deadline, limit: int) -> bytes | None:

@@ -350,3 +350,29 @@ def test_a_reference_over_the_byte_limit_sends_no_scoring_request(stub_server, n
     assert len(messages) == 1 and "reference: is 8,400 bytes" in messages[0] and "8,000" in messages[0], messages
     assert len(stub_server.requests(url)) == scored, "the server was asked to score a reference over the limit"
     assert {m.label: m.value for m in at.metric} == values               # the scores on screen stay
+
+
+def test_a_stream_cut_short_shows_the_steps_received_and_says_so(no_local_loads):
+    """A server that closes its stream after two tokens, without saying why (tests/hostile_servers.py): the
+    page shows the two steps with one line that says the answer ended early, and does not keep them as whole."""
+    import hostile_servers as hs
+
+    tokens = [(" Paris", -0.5), (".", -1.2)]
+
+    def cut(method, path, payload):
+        if path == "/v1/completions":
+            return hs.events_head() + hs.token_events(tokens)
+        return hs.well_formed(method, path, payload)
+
+    server = hs.RawServer(cut)
+    try:
+        at = connect(app("step_by_step", params={"server": server.url}), server.url)
+    finally:
+        server.close()
+    trace = at.session_state["sbs_served"]
+    assert [s.chosen_texts[0] for s in trace.steps] == [t for t, _ in tokens]
+    assert errors(at) == [SERVED["decode_cut_short"].format(
+        n=2, error=f"server at {server.url} closed the stream after 2 tokens without saying why it ended "
+                   "(no finish_reason): the answer is cut short")], errors(at)
+    assert charts(at)
+    assert at.session_state["sbs_served_id"] is None          # decoded again on the next run, never kept as whole
