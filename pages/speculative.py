@@ -3,7 +3,7 @@ that the rule keeps the target's distribution (and what breaks it)."""
 import streamlit as st
 import torch
 
-from engine import DecodeConfig, DecodeScopeError
+from engine import DecodeConfig
 from engine.config import MAX_DRAFT_TOKENS
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
@@ -14,8 +14,8 @@ from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode
-from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, keep_or_stop, model_facts_panel, needs_weights,
-                        shared_sidebar, sync_url, url_number, url_value)
+from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, model_facts_panel, needs_weights, shared_sidebar,
+                        sync_url, url_number, url_value)
 
 S = st.session_state
 KINDS = ("early-exit", "prompt-lookup", "model")
@@ -120,8 +120,8 @@ def pos_key(pos) -> str:
 
 first_rejection = next(((r.index, j) for r in rounds for j, d in enumerate(r.drafts) if d.status == "rejected"), None)
 default_pos = first_rejection or (positions[0] if positions else None)
-saved_pos = url_value("sd_pos", "", str)
 keys = [pos_key(p) for p in positions]
+saved_pos = S.get("sd_pos_box") or url_value("sd_pos", "", str)     # the box on screen, else the link
 chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
 
 strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
@@ -137,10 +137,10 @@ export_bar(trace, strip, "speculative", "sd_export")
 # ---- one position: p against q, the residual, u against p/q -------------------------------------------------
 st.subheader(t("spec.position_header"))
 if chosen is not None:
-    index = positions.index(chosen)
-    chosen = positions[st.selectbox(t("spec.position"), range(len(positions)), index=index, key="sd_pos_box",
-                                    format_func=lambda i: position_name(positions[i]))]
-    sync_url(sd_pos=pos_key(chosen))
+    picked = st.selectbox(t("spec.position"), keys, index=positions.index(chosen), key="sd_pos_box",
+                          format_func=lambda key: position_name(positions[keys.index(key)]))
+    chosen = positions[keys.index(picked)]
+    sync_url(sd_pos=picked)
     rnd = rounds[chosen[0]]
     labels = {"p": t("spec.p"), "q": t("spec.q"), "overlap": t("spec.overlap"), "prob": t("spec.prob")}
     left, right = st.columns(2)
@@ -221,11 +221,9 @@ n = int(st.number_input(t("spec.prove_n"), 1000, 200_000, step=1000, key="sd_n",
                         value=url_number("sd_n", 20_000, 1000, 200_000)))
 sync_url(sd_n=n)
 proof_id = (lm.name, settings.prompt, config.replace(max_new_tokens=1, seed=0), n, settings.seed)
-try:
-    p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config,
-                                                                      the_draft_model()))
-except DecodeScopeError as exc:       # a draft that proposes nothing here
-    keep_or_stop(exc, have_previous=False)
+p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config, the_draft_model()))
+if S.get("sd_pq_dists_id") != proof_id[:3]:      # these settings give no draft here (said above): no proof
+    st.stop()
 proof = S.get("sd_proof")
 if proof is not None and proof["id"] != proof_id:
     proof = None

@@ -65,6 +65,17 @@ def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
     assert at.query_params["sd_pos"] == f"{r + 1}.{j + 1}"
 
 
+def test_choosing_a_position_goes_into_the_address(tiny_loads):
+    at = open_page(LINK)
+    last = at.session_state["sd_trace"].rounds[-1]
+    other = f"{last.index + 1}.{'n' if last.next_id is not None else 1}"      # the last round's own token
+    assert at.selectbox(key="sd_pos_box").value != other
+    at.selectbox(key="sd_pos_box").set_value(other).run()
+    assert not at.exception and at.query_params["sd_pos"] == other
+    again = open_page({**LINK, "sd_pos": other})           # the link opens on that position
+    assert again.selectbox(key="sd_pos_box").value == other
+
+
 def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads):
     at = open_page(LINK)
     shown = at.session_state["sd_trace"]
@@ -150,3 +161,17 @@ def test_the_chain_links_open_the_page_with_their_settings_on_the_bundled_model(
         assert config.verify == params["sd_verify"] and config.draft.startswith(params["sd_kind"])
         if config.verify == "greedy":      # the page's own check against plain greedy decoding
             assert [s.value for s in page.success] == [EN["same_ids"]]
+
+
+def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_no_proof(tiny_loads):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    for key, value in {**LINK, "sd_kind": "prompt-lookup", "sd_ngram": 2}.items():
+        at.query_params[key] = str(value)
+    at.session_state["prompt"] = "The capital of France is"
+    at.switch_page("pages/speculative.py").run()
+    assert not at.exception
+    trace = at.session_state["sd_trace"]
+    assert trace.config.draft == "prompt-lookup:2" and trace.rounds
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "finds no earlier occurrence" in errors[0], errors
+    assert at.get("plotly_chart")
