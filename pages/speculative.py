@@ -7,7 +7,7 @@ from engine import DecodeConfig
 from engine.config import MAX_DRAFT_TOKENS
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
-from figures.labels import duration, for_markdown, one_line, visible
+from figures.labels import duration, for_markdown, for_plotly, one_line, visible
 from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
                                  u_against_ratio)
 from ui.export import export_bar, trace_upload
@@ -147,7 +147,7 @@ if chosen is not None:
     if chosen[1] is not None:
         draft = rnd.drafts[chosen[1]]
         alpha = 1.0 - draft.residual_mass
-        labels["title"] = t("spec.pq_title", token=visible(draft.text))
+        labels["title"] = t("spec.pq_title", token=for_plotly(draft.text))
         left.plotly_chart(sized(p_and_q(draft.candidates, labels, alpha, draft.token_id)), key="sd_pq")
         ratio = draft.p / draft.q if draft.q > 0 else float("inf")
         st.markdown(t("spec.check_numbers", p=f"{draft.p:.4f}", q=f"{draft.q:.4f}", ratio=f"{ratio:.4f}",
@@ -165,7 +165,7 @@ if chosen is not None:
             right.plotly_chart(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
                 "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual")
     else:
-        labels["title"] = t("spec.next_title", token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + rnd.next_kind))
         left.plotly_chart(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
             max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq")
         st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
