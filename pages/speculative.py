@@ -31,14 +31,25 @@ with row["upload"]:
                             t("spec.upload_no_rounds", strategy=tr.config.strategy))
 settings = shared_sidebar(LIGHT_NEW_TOKENS)
 
+lm = plain = None
+if uploaded is None:
+    needs_weights()
+    lm = get_lm(settings.model)
+    if lm is None:
+        st.stop()
+# an early exit stops before the last layer: the box holds 1..layers - 1 of the model on screen, and opens a few
+# layers below the top (the first layers of a model not trained to exit early rarely agree with it)
+last_exit = max(lm.facts.layers - 1, 1) if lm is not None else 128
+exit_default = min(max(last_exit - 3, 1), last_exit)
+
 # ---- controls ------------------------------------------------------------------------------------------
 box = row["settings"]
 c1, c2, c3 = box.columns(3)
 saved_kind = url_value("sd_kind", "early-exit", str)
 kind = c1.radio(t("spec.kind"), KINDS, key="sd_kind", index=KINDS.index(saved_kind) if saved_kind in KINDS else 0,
                 format_func=lambda k: t("spec.kind_" + k.replace("-", "_")), help=t("spec.kind_help"))
-layer = c2.number_input(t("spec.layer"), 1, 128, step=1, key="sd_layer", value=url_number("sd_layer", 20, 1, 128),
-                        disabled=kind != "early-exit", help=t("spec.layer_help"))
+layer = c2.number_input(t("spec.layer"), 1, last_exit, step=1, key="sd_layer", disabled=kind != "early-exit",
+                        value=url_number("sd_layer", exit_default, 1, last_exit), help=t("spec.layer_help"))
 ngram = c2.number_input(t("spec.ngram"), 1, 8, step=1, key="sd_ngram", value=url_number("sd_ngram", 2, 1, 8),
                         disabled=kind != "prompt-lookup", help=t("spec.ngram_help"))
 draft_name = c2.text_input(t("spec.model"), value=url_value("sd_model", "", str), key="sd_model",
@@ -74,17 +85,11 @@ def the_draft_model():
 
 
 # ---- the decode: an uploaded trace, or speculative and plain decoding on the shared model --------------------
-lm = plain = None
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     trace = uploaded
     st.info(t("spec.viewing_upload", rounds=len(uploaded.rounds), draft=for_markdown(uploaded.config.draft)))
 else:
-    needs_weights()
-    lm = get_lm(settings.model)
-    if lm is None:
-        st.stop()
-
     def speculative_decode():
         config.validate(lm.facts.vocab_size)
         return watched_decode("sd_spec", lm, settings.prompt, config, t("spec.label_spec"),
