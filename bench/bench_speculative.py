@@ -13,19 +13,19 @@ import argparse
 import os
 import time
 
-from engine import DecodeConfig, decode, load_model
+from engine import DecodeConfig, LoadedModel, decode, load_model
 from engine.speculative.summary import acceptance
 
 PROMPTS = {"smollm2-135m": "List the capitals: France: Paris. Italy: Rome. Spain: Madrid. Germany: Berlin. Portugal:",
            "gemma3-270m": "中国的首都是北京。日本的首都是东京。韩国的首都是首尔。法国的首都是"}
 
 
-def drafts_for(lm) -> list:
+def drafts_for(lm: LoadedModel) -> list:
     layers = lm.facts.layers
     return [f"early-exit:{layers // 2}", f"early-exit:{(3 * layers) // 4}", "prompt-lookup:2"]
 
 
-def timed(lm, prompt, config):
+def timed(lm: LoadedModel, prompt: str, config: DecodeConfig):
     t0 = time.perf_counter()
     trace = decode(lm, prompt, config)
     return time.perf_counter() - t0, trace

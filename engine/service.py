@@ -147,10 +147,14 @@ class DecodeService:
                 with self._lock:
                     self.misses += 1
                 runner = make_runner(lm, prompt, config, forced, draft_lm)
-                while not runner.finished:
-                    step = runner.step()
-                    if on_step is not None and on_step(0, step) is False:
-                        break
+                going = True
+                while going and not runner.finished:
+                    seen = len(runner.steps)
+                    runner.step()
+                    for step in runner.steps[seen:]:     # one step per call; a speculative round adds several
+                        if on_step is not None and on_step(0, step) is False:
+                            going = False
+                            break
                 trace = runner.trace()
                 if runner.finished:
                     self._put(key, trace)

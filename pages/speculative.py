@@ -3,19 +3,19 @@ that the rule keeps the target's distribution (and what breaks it)."""
 import streamlit as st
 import torch
 
-from engine import DecodeConfig, DecodeScopeError
+from engine import DecodeConfig
 from engine.config import MAX_DRAFT_TOKENS
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
-from figures.labels import duration, for_markdown, one_line, visible
+from figures.labels import duration, for_markdown, for_plotly, one_line, visible
 from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
                                  u_against_ratio)
 from ui.export import export_bar, trace_upload
 from ui.i18n import t
 from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode
-from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, keep_or_stop, model_facts_panel, needs_weights,
-                        shared_sidebar, sync_url, url_number, url_value)
+from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, model_facts_panel, needs_weights, shared_sidebar,
+                        sync_url, url_number, url_value)
 
 S = st.session_state
 KINDS = ("early-exit", "prompt-lookup", "model")
@@ -31,14 +31,25 @@ with row["upload"]:
                             t("spec.upload_no_rounds", strategy=tr.config.strategy))
 settings = shared_sidebar(LIGHT_NEW_TOKENS)
 
+lm = plain = None
+if uploaded is None:
+    needs_weights()
+    lm = get_lm(settings.model)
+    if lm is None:
+        st.stop()
+# an early exit stops before the last layer: the box holds 1..layers - 1 of the model on screen, and opens a few
+# layers below the top (the first layers of a model not trained to exit early rarely agree with it)
+last_exit = max(lm.facts.layers - 1, 1) if lm is not None else 128
+exit_default = min(max(last_exit - 3, 1), last_exit)
+
 # ---- controls ------------------------------------------------------------------------------------------
 box = row["settings"]
 c1, c2, c3 = box.columns(3)
 saved_kind = url_value("sd_kind", "early-exit", str)
 kind = c1.radio(t("spec.kind"), KINDS, key="sd_kind", index=KINDS.index(saved_kind) if saved_kind in KINDS else 0,
                 format_func=lambda k: t("spec.kind_" + k.replace("-", "_")), help=t("spec.kind_help"))
-layer = c2.number_input(t("spec.layer"), 1, 128, step=1, key="sd_layer", value=url_number("sd_layer", 20, 1, 128),
-                        disabled=kind != "early-exit", help=t("spec.layer_help"))
+layer = c2.number_input(t("spec.layer"), 1, last_exit, step=1, key="sd_layer", disabled=kind != "early-exit",
+                        value=url_number("sd_layer", exit_default, 1, last_exit), help=t("spec.layer_help"))
 ngram = c2.number_input(t("spec.ngram"), 1, 8, step=1, key="sd_ngram", value=url_number("sd_ngram", 2, 1, 8),
                         disabled=kind != "prompt-lookup", help=t("spec.ngram_help"))
 draft_name = c2.text_input(t("spec.model"), value=url_value("sd_model", "", str), key="sd_model",
@@ -74,17 +85,11 @@ def the_draft_model():
 
 
 # ---- the decode: an uploaded trace, or speculative and plain decoding on the shared model --------------------
-lm = plain = None
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     trace = uploaded
     st.info(t("spec.viewing_upload", rounds=len(uploaded.rounds), draft=for_markdown(uploaded.config.draft)))
 else:
-    needs_weights()
-    lm = get_lm(settings.model)
-    if lm is None:
-        st.stop()
-
     def speculative_decode():
         config.validate(lm.facts.vocab_size)
         return watched_decode("sd_spec", lm, settings.prompt, config, t("spec.label_spec"),
@@ -120,8 +125,8 @@ def pos_key(pos) -> str:
 
 first_rejection = next(((r.index, j) for r in rounds for j, d in enumerate(r.drafts) if d.status == "rejected"), None)
 default_pos = first_rejection or (positions[0] if positions else None)
-saved_pos = url_value("sd_pos", "", str)
 keys = [pos_key(p) for p in positions]
+saved_pos = S.get("sd_pos_box") or url_value("sd_pos", "", str)     # the box on screen, else the link
 chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
 
 strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
@@ -137,17 +142,17 @@ export_bar(trace, strip, "speculative", "sd_export")
 # ---- one position: p against q, the residual, u against p/q -------------------------------------------------
 st.subheader(t("spec.position_header"))
 if chosen is not None:
-    index = positions.index(chosen)
-    chosen = positions[st.selectbox(t("spec.position"), range(len(positions)), index=index, key="sd_pos_box",
-                                    format_func=lambda i: position_name(positions[i]))]
-    sync_url(sd_pos=pos_key(chosen))
+    picked = st.selectbox(t("spec.position"), keys, index=positions.index(chosen), key="sd_pos_box",
+                          format_func=lambda key: position_name(positions[keys.index(key)]))
+    chosen = positions[keys.index(picked)]
+    sync_url(sd_pos=picked)
     rnd = rounds[chosen[0]]
     labels = {"p": t("spec.p"), "q": t("spec.q"), "overlap": t("spec.overlap"), "prob": t("spec.prob")}
     left, right = st.columns(2)
     if chosen[1] is not None:
         draft = rnd.drafts[chosen[1]]
         alpha = 1.0 - draft.residual_mass
-        labels["title"] = t("spec.pq_title", token=visible(draft.text))
+        labels["title"] = t("spec.pq_title", token=for_plotly(draft.text))
         left.plotly_chart(sized(p_and_q(draft.candidates, labels, alpha, draft.token_id)), key="sd_pq")
         ratio = draft.p / draft.q if draft.q > 0 else float("inf")
         st.markdown(t("spec.check_numbers", p=f"{draft.p:.4f}", q=f"{draft.q:.4f}", ratio=f"{ratio:.4f}",
@@ -165,7 +170,7 @@ if chosen is not None:
             right.plotly_chart(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
                 "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual")
     else:
-        labels["title"] = t("spec.next_title", token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + rnd.next_kind))
         left.plotly_chart(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
             max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq")
         st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
@@ -221,11 +226,9 @@ n = int(st.number_input(t("spec.prove_n"), 1000, 200_000, step=1000, key="sd_n",
                         value=url_number("sd_n", 20_000, 1000, 200_000)))
 sync_url(sd_n=n)
 proof_id = (lm.name, settings.prompt, config.replace(max_new_tokens=1, seed=0), n, settings.seed)
-try:
-    p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config,
-                                                                      the_draft_model()))
-except DecodeScopeError as exc:       # a draft that proposes nothing here
-    keep_or_stop(exc, have_previous=False)
+p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config, the_draft_model()))
+if S.get("sd_pq_dists_id") != proof_id[:3]:      # these settings give no draft here (said above): no proof
+    st.stop()
 proof = S.get("sd_proof")
 if proof is not None and proof["id"] != proof_id:
     proof = None

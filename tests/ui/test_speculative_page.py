@@ -8,6 +8,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import ui.session
+from engine import ModelLoadError
 from app_helpers import ROOT, texts
 from tiny_models import tiny_llama
 
@@ -27,6 +28,8 @@ def models():
 @pytest.fixture
 def tiny_loads(monkeypatch, models):
     def load(name=None, *args, **kwargs):
+        if name == "no-such-model":
+            raise ModelLoadError("model 'no-such-model' was not found")
         return models["other"] if name == "other-vocabulary" else models["tiny"]
 
     monkeypatch.setattr(ui.session, "load_model", load)
@@ -49,6 +52,12 @@ def open_page(params: dict) -> AppTest:
     return at
 
 
+def test_a_layer_beyond_the_model_is_held_to_its_last_exit(tiny_loads):
+    at = open_page({**LINK, "sd_layer": 40})             # a link made on a deeper model
+    assert at.number_input(key="sd_layer").value == 1 and not at.error
+    assert at.session_state["sd_trace"].config.draft == "early-exit:1"
+
+
 def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
     at = open_page(LINK)
     trace = at.session_state["sd_trace"]
@@ -65,20 +74,29 @@ def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
     assert at.query_params["sd_pos"] == f"{r + 1}.{j + 1}"
 
 
-def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads):
+def test_choosing_a_position_goes_into_the_address(tiny_loads):
+    at = open_page(LINK)
+    last = at.session_state["sd_trace"].rounds[-1]
+    other = f"{last.index + 1}.{'n' if last.next_id is not None else 1}"      # the last round's own token
+    assert at.selectbox(key="sd_pos_box").value != other
+    at.selectbox(key="sd_pos_box").set_value(other).run()
+    assert not at.exception and at.query_params["sd_pos"] == other
+    again = open_page({**LINK, "sd_pos": other})           # the link opens on that position
+    assert again.selectbox(key="sd_pos_box").value == other
+
+
+@pytest.mark.parametrize("name,named", [("no-such-model", "no\\-such\\-model"), ("other-vocabulary", "320")])
+def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads, name, named):
     at = open_page(LINK)
     shown = at.session_state["sd_trace"]
     charts = len(at.get("plotly_chart"))
-    at.number_input(key="sd_layer").set_value(7).run()
+    at.radio(key="sd_kind").set_value("model").run()
+    at.text_input(key="sd_model").input(name).run()
     assert not at.exception
     errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "early exit after layer 7" in errors[0] and "choose 1 to 1" in errors[0]
-    assert at.session_state["sd_trace"] is shown and len(at.get("plotly_chart")) == charts
-    at.radio(key="sd_kind").set_value("model").run()
-    at.text_input(key="sd_model").input("other-vocabulary").run()
-    errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "vocabulary" in errors[0] and "320" in errors[0], errors
-    assert at.session_state["sd_trace"] is shown
+    assert len(errors) == 1 and named in errors[0], errors
+    assert name != "other-vocabulary" or "share the target's vocabulary" in errors[0]
+    assert at.session_state["sd_trace"] is shown and len(at.get("plotly_chart")) == charts     # all stays on screen
 
 
 def test_the_proof_tells_the_slip_from_the_rule(tiny_loads):
@@ -150,3 +168,17 @@ def test_the_chain_links_open_the_page_with_their_settings_on_the_bundled_model(
         assert config.verify == params["sd_verify"] and config.draft.startswith(params["sd_kind"])
         if config.verify == "greedy":      # the page's own check against plain greedy decoding
             assert [s.value for s in page.success] == [EN["same_ids"]]
+
+
+def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_no_proof(tiny_loads):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    for key, value in {**LINK, "sd_kind": "prompt-lookup", "sd_ngram": 2}.items():
+        at.query_params[key] = str(value)
+    at.session_state["prompt"] = "The capital of France is"
+    at.switch_page("pages/speculative.py").run()
+    assert not at.exception
+    trace = at.session_state["sd_trace"]
+    assert trace.config.draft == "prompt-lookup:2" and trace.rounds
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "finds no earlier occurrence" in errors[0], errors
+    assert at.get("plotly_chart")
