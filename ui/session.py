@@ -516,8 +516,24 @@ def model_facts_panel(facts) -> None:
                       kv_k=f"{kv / 1024:.1f}" if isinstance(kv, int) and not isinstance(kv, bool) else "?"))
 
 
+SHARED_ALWAYS = {"max_new_tokens", "rerank_lp", "sd_layer"}    # defaults that differ by page, trace or model
+
+
+def _worth_sharing(key: str, text: str) -> bool:
+    """Whether a setting belongs in a shared link: not one at its table default (the page opening the link
+    takes that default anyway), so the link stays short enough to read and to fit its box on a projector.
+    Texts always go, and the settings whose default depends on the page or the language (SHARED_ALWAYS)."""
+    setting = TABLE.get(key)
+    if setting is None or key in SHARED_ALWAYS or setting.choices is None and setting.kind is str:
+        return key != "present" or text != "0"
+    default = setting.default
+    plain = ("1" if default else "0") if isinstance(default, bool) else (
+        ",".join(default) if isinstance(default, list) else str(default))
+    return text != plain
+
+
 def share_link() -> str:
-    """The address of this page with every setting in its query string."""
+    """The address of this page with every setting that is not at its default in its query string."""
     from urllib.parse import urlencode, urlsplit, urlunsplit
 
     try:
@@ -525,7 +541,7 @@ def share_link() -> str:
     except Exception:   # noqa: BLE001 - no browser (tests, bare mode)
         base = ""
     parts = urlsplit(base)
-    query = urlencode(st.query_params.to_dict())
+    query = urlencode({key: text for key, text in st.query_params.to_dict().items() if _worth_sharing(key, text)})
     return urlunsplit((parts.scheme, parts.netloc, parts.path, query, "")) if base else "?" + query
 
 

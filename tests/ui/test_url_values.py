@@ -185,3 +185,28 @@ def test_a_lone_surrogate_in_an_address_text_never_reaches_a_widget(key):
         return
     assert value == "Paris \ufffd is"
     value.encode("utf-8")
+
+
+def test_a_shared_link_leaves_out_defaults_and_opens_on_the_same_settings(tiny_llama_folder):
+    """The copy-link box holds only settings away from their defaults (a link short enough to fit its box on a
+    projector); opened in a fresh session it gives every strategy setting the value it had."""
+    from urllib.parse import parse_qsl
+
+    _, folder = tiny_llama_folder
+    at = app_on(folder, {})
+    for key, value in {"strategy": "sample", "temperature": 0.7, "seed": 5, "max_new_tokens": 3}.items():
+        at.session_state[key] = value
+    at.switch_page("pages/step_by_step.py").run()
+    at.run()                              # the box shows the address the last run left
+    assert not at.exception, at.exception
+    link = next(code.value for code in at.code if code.value.startswith("?"))
+    params = dict(parse_qsl(link[1:]))
+    assert {"temperature": "0.7", "seed": "5", "max_new_tokens": "3", "strategy": "sample"}.items() <= params.items()
+    assert not {"top_k", "top_p", "min_p", "present", "num_beams"} & set(params), link
+    other = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for key, value in params.items():
+        other.query_params[key] = value
+    other.switch_page("pages/step_by_step.py").run()
+    assert not other.exception, other.exception
+    for key in ("strategy", "temperature", "top_k", "top_p", "min_p", "seed", "max_new_tokens", "prompt", "model"):
+        assert other.session_state[key] == at.session_state[key], key
