@@ -4,7 +4,6 @@ import streamlit as st
 import torch
 
 from engine import DecodeConfig
-from engine.config import MAX_DRAFT_TOKENS
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
 from figures.labels import duration, for_markdown, for_plotly, one_line, visible
@@ -15,7 +14,8 @@ from ui.i18n import t
 from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
 from ui.progress import stopped_note, watched_decode
 from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, model_facts_panel, needs_weights, shared_sidebar,
-                        sync_url, url_number, url_value)
+                        sync_url, url_number)
+from ui.settings import bounds, read
 
 S = st.session_state
 KINDS = ("early-exit", "prompt-lookup", "model")
@@ -45,30 +45,26 @@ exit_default = min(max(last_exit - 3, 1), last_exit)
 # ---- controls ------------------------------------------------------------------------------------------
 box = row["settings"]
 c1, c2, c3 = box.columns(3)
-saved_kind = url_value("sd_kind", "early-exit", str)
-kind = c1.radio(t("spec.kind"), KINDS, key="sd_kind", index=KINDS.index(saved_kind) if saved_kind in KINDS else 0,
+kind = c1.radio(t("spec.kind"), KINDS, key="sd_kind", index=KINDS.index(read("sd_kind")),
                 format_func=lambda k: t("spec.kind_" + k.replace("-", "_")), help=t("spec.kind_help"))
 layer = c2.number_input(t("spec.layer"), 1, last_exit, step=1, key="sd_layer", disabled=kind != "early-exit",
                         value=url_number("sd_layer", exit_default, 1, last_exit), help=t("spec.layer_help"))
-ngram = c2.number_input(t("spec.ngram"), 1, 8, step=1, key="sd_ngram", value=url_number("sd_ngram", 2, 1, 8),
+ngram = c2.number_input(t("spec.ngram"), *bounds("sd_ngram"), step=1, key="sd_ngram", value=read("sd_ngram"),
                         disabled=kind != "prompt-lookup", help=t("spec.ngram_help"))
-draft_name = c2.text_input(t("spec.model"), value=url_value("sd_model", "", str), key="sd_model",
+draft_name = c2.text_input(t("spec.model"), value=read("sd_model"), key="sd_model",
                            disabled=kind != "model", help=t("spec.model_help"))
-k = c3.number_input(t("spec.k"), 1, MAX_DRAFT_TOKENS, step=1, key="sd_k", value=url_number("sd_k", 4, 1,
-                                                                                          MAX_DRAFT_TOKENS),
+k = c3.number_input(t("spec.k"), *bounds("sd_k"), step=1, key="sd_k", value=read("sd_k"),
                     help=t("spec.k_help"))
-saved_verify = url_value("sd_verify", "greedy", str)
-verify = c3.radio(t("spec.verify"), VERIFY, horizontal=True, key="sd_verify",
-                  index=VERIFY.index(saved_verify) if saved_verify in VERIFY else 0,
+verify = c3.radio(t("spec.verify"), VERIFY, horizontal=True, key="sd_verify", index=VERIFY.index(read("sd_verify")),
                   format_func=lambda v: t("spec.verify_" + v), help=t("spec.verify_help"))
 w1, w2, w3 = box.columns(3)
 sampling = verify == "sample"
-temperature = w1.slider(t("spec.temperature"), 0.1, 3.0, step=0.05, key="sd_temperature", disabled=not sampling,
-                        value=url_number("sd_temperature", 1.0, 0.1, 3.0))
-top_k = w2.number_input(t("spec.top_k"), 0, 1000, step=1, key="sd_top_k", value=url_number("sd_top_k", 0, 0, 1000),
+temperature = w1.slider(t("spec.temperature"), *bounds("sd_temperature"), step=0.05, key="sd_temperature",
+                        disabled=not sampling, value=read("sd_temperature"))
+top_k = w2.number_input(t("spec.top_k"), *bounds("sd_top_k"), step=1, key="sd_top_k", value=read("sd_top_k"),
                         disabled=not sampling, help=t("spec.top_k_help"))
-top_p = w3.slider(t("spec.top_p"), 0.05, 1.0, step=0.05, key="sd_top_p", disabled=not sampling,
-                  value=url_number("sd_top_p", 1.0, 0.05, 1.0))
+top_p = w3.slider(t("spec.top_p"), *bounds("sd_top_p"), step=0.05, key="sd_top_p", disabled=not sampling,
+                  value=read("sd_top_p"))
 sync_url(sd_kind=kind, sd_layer=int(layer), sd_ngram=int(ngram), sd_model=draft_name, sd_k=int(k), sd_verify=verify,
          sd_temperature=temperature, sd_top_k=int(top_k), sd_top_p=top_p)
 
@@ -126,7 +122,7 @@ def pos_key(pos) -> str:
 first_rejection = next(((r.index, j) for r in rounds for j, d in enumerate(r.drafts) if d.status == "rejected"), None)
 default_pos = first_rejection or (positions[0] if positions else None)
 keys = [pos_key(p) for p in positions]
-saved_pos = S.get("sd_pos_box") or url_value("sd_pos", "", str)     # the box on screen, else the link
+saved_pos = S.get("sd_pos_box") or read("sd_pos")     # the box on screen, else the link
 chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
 
 strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
@@ -222,8 +218,7 @@ st.markdown(t("spec.prove_intro"))
 if lm is None:
     st.info(t("spec.prove_needs_model"))
     st.stop()
-n = int(st.number_input(t("spec.prove_n"), 1000, 200_000, step=1000, key="sd_n",
-                        value=url_number("sd_n", 20_000, 1000, 200_000)))
+n = int(st.number_input(t("spec.prove_n"), *bounds("sd_n"), step=1000, key="sd_n", value=read("sd_n")))
 sync_url(sd_n=n)
 proof_id = (lm.name, settings.prompt, config.replace(max_new_tokens=1, seed=0), n, settings.seed)
 p, q = cached("sd_pq_dists", proof_id[:3], lambda: first_position(lm, settings.prompt, config, the_draft_model()))

@@ -21,7 +21,7 @@ from engine.served import Server, ServedError, check_url
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
-from ui.settings import TABLE, Setting, bounds, read
+from ui.settings import TABLE, Setting, bounds, hold, read
 from engine.stepper import OPENINGS
 
 _load_lock = threading.Lock()
@@ -222,9 +222,14 @@ def url_value(key: str, default, kind=str):
 def url_number(key: str, default, low, high, kind=None):
     """A numeric setting held inside [low, high]; keys in `ui.settings.TABLE` take the table's range."""
     kind = kind or type(default)
-    if key in TABLE:      # the table's check, then the bounds this call gives (a range that depends on the run)
-        return min(max(read(key, default), kind(low)), kind(high))
-    return read(key, setting=Setting(kind(default), low, high))
+    if key not in TABLE:
+        return read(key, setting=Setting(kind(default), low, high))
+    # the table's check, then the bounds this call gives (a range that depends on the run, such as the layers of
+    # the model loaded now); a widget's kept value outside them is held too, or the widget would refuse it
+    value = min(max(read(key, default), kind(low)), kind(high))
+    if key in st.session_state and st.session_state[key] != value:
+        hold(key, value)
+    return value
 
 
 def sync_url(**values) -> None:

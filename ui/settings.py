@@ -212,7 +212,7 @@ def read(key: str, default=None, setting: Setting | None = None):
             _forget(widget)
         else:
             if value != held or type(value) is not type(held):
-                _set(widget, value)
+                hold(widget, value)
             return value
     raw = st.query_params.get(key)
     if raw is None:
@@ -235,7 +235,7 @@ def note_changes(key: str, raw: str, value, setting: Setting | None = None) -> N
         _note(key, raw, "unicode", value)
 
 
-def _set(widget: str, value) -> None:
+def hold(widget: str, value) -> None:
     """Put a checked value where its widget reads it (not possible once the widget is drawn in this run)."""
     try:
         st.session_state[widget] = value
