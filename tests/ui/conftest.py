@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+import ui.session
+from tiny_models import tiny_llama
 from streamlit.runtime.pages_manager import PagesManager
 
 
@@ -21,3 +23,14 @@ def navigation_frame(monkeypatch):
         PagesManager.uses_pages_directory = False
 
     monkeypatch.setattr(PagesManager, "__init__", init)
+
+
+@pytest.fixture
+def tiny_loads(monkeypatch):
+    """Every model the app loads is one tiny random Llama (the shared-model memory emptied before and after)."""
+    lm = tiny_llama()
+    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
+    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.session._models.clear()
+    yield lm
+    ui.session._models.clear()

@@ -8,20 +8,10 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.session
 from app_helpers import ROOT, texts
-from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
-
-@pytest.fixture
-def tiny_loads(monkeypatch):
-    lm = tiny_llama()
-    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
-    return lm
 
 
 def open_interview(lang: str) -> AppTest:

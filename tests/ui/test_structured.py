@@ -11,23 +11,13 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.session
 from app_helpers import open_app, texts
 from engine.trace.mask import unpack_mask
-from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
           "additionalProperties": False}
 
-
-@pytest.fixture
-def tiny_loads(monkeypatch):
-    lm = tiny_llama()
-    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
-    return lm
 
 
 def test_a_link_with_every_setting_opens_the_run_it_names(tiny_loads):

@@ -18,7 +18,6 @@ from streamlit.testing.v1 import AppTest
 
 import ui.session
 from test_interview import INTERVIEW, page_links
-from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
@@ -31,15 +30,6 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 def texts(lang: str) -> dict:
     return json.loads((ROOT / "assets" / "texts" / lang / "teacher.json").read_text(encoding="utf-8"))
 
-
-@pytest.fixture
-def tiny_loads(monkeypatch):
-    lm = tiny_llama()
-    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
-    yield lm
-    ui.session._models.clear()
 
 
 def teacher_links(lang: str, at: AppTest | None = None) -> list:

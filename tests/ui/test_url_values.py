@@ -106,9 +106,9 @@ def test_numbers_beyond_every_range_in_a_link_never_break_a_page(tiny_llama_fold
 
 
 # A link followed (or Back pressed) while a page is open changes the address under widgets that already hold
-# values in session state: ui.url_memory.follow_link hands the new values to them. AppTest reruns a
-# multipage app's page file alone, without app.py (a pages/ folder makes its fresh page manager find the
-# file), so the frame is played here by a small app of its own: what app.py does around every page.
+# values in session state: ui.url_memory.follow_link hands the new values to them. A small app plays what app.py
+# does around every page, with one widget per numeric setting of the table, so every setting goes through
+# follow_link in one run (the pages, with the navigation_frame fixture, hold only their own).
 def framed_widgets(keys: list) -> None:
     import streamlit as st
 
