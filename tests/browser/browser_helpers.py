@@ -269,3 +269,17 @@ def set_prompt(page, text: str) -> None:
 def click_key(page, key: str) -> None:
     """Click the button of the widget with this Streamlit key, and wait for the rerun."""
     act(page, lambda: page.locator(f".st-key-{key} button").first.click())
+
+
+def chart_texts(page, wanted: str, chart: int = 0, timeout_ms: int = 30_000) -> list:
+    """The texts of a drawn Plotly chart, once one of them contains `wanted`.
+
+    Plotly draws its SVG after the script run has ended, so a chart read right after a run can
+    still be empty; wait for the text asked about, then return them all (for the assertion message)."""
+    plot = page.locator(".js-plotly-plot").nth(chart)
+    plot.scroll_into_view_if_needed()
+    try:
+        plot.locator("text").filter(has_text=wanted).first.wait_for(state="attached", timeout=timeout_ms)
+    except Exception:   # noqa: BLE001  the caller's assertion says what is missing, with every text seen
+        pass
+    return plot.locator("text").evaluate_all("els => els.map(e => e.textContent)")

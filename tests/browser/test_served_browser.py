@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from browser_helpers import assert_no_exception, click_key, open_page, screenshot
+from browser_helpers import assert_no_exception, chart_texts, click_key, open_page, screenshot
 from figures.labels import WORD_JOINER
 
 pytestmark = pytest.mark.browser
@@ -27,9 +27,7 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     assert f"top-8 from llama-cpp-python at {llama_server}: the listed tokens are exact, the other " in text
     other = re.search(r"the other (\d+\.\d)% is shown as 'other'", text)
     assert other and 0.0 < float(other.group(1)) < 100.0, text
-    chart = page.locator(".js-plotly-plot").first
-    chart.scroll_into_view_if_needed()
-    labels = chart.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    labels = chart_texts(page, "other (not listed)")
     assert "other (not listed)" in labels, labels                # the x tick of the 'other' bar
     assert any("the listed tokens are exact" in t for t in labels), labels     # the badge on the figure itself
     assert page.get_by_text(
@@ -45,7 +43,7 @@ def test_the_beam_tree_on_a_served_model_carries_the_badge(page, server, llama_s
     badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="top-4 from llama-cpp-python")
     assert badge.count() == 1
     assert "the tree shows only listed tokens" in badge.inner_text()
-    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    labels = chart_texts(page, "top-4 from llama-cpp-python")
     assert any("top-4 from llama-cpp-python" in t for t in labels), labels
     screenshot(page, "served_beam_tree")
 
@@ -56,7 +54,7 @@ def test_the_served_texts_read_in_chinese(page, server, llama_server):
     assert_no_exception(page, server)
     badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="列出的 token 是精确的")
     assert badge.count() == 1
-    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    labels = chart_texts(page, "其他（未列出）")
     assert "其他（未列出）" in labels, labels
     screenshot(page, "served_step_by_step_zh")
 
@@ -69,6 +67,6 @@ def test_teacher_forcing_on_a_served_model_scores_the_reference(page, server, ll
     badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="one request per position")
     assert badge.count() == 1
     assert page.locator("[data-testid='stMetricValue']").count() == 4
-    labels = page.locator(".js-plotly-plot").first.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+    labels = chart_texts(page, "Paris")
     assert any("Paris" in t for t in labels), labels                 # the reference tokens on the x axis
     screenshot(page, "served_teacher_forcing")
