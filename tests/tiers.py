@@ -40,6 +40,17 @@ def examples(full: int) -> int:
     return max(full // 6, 10) if QUICK else full
 
 
+def spread(values, keep: int) -> list:
+    """The cases of a test that tries every page (or every fault) the same way: all of them in `make test`,
+    `keep` of them spread over the list in `make check` (the first always among them), which the full run
+    then covers again. For tests whose cases differ only in where the same check is made."""
+    values = list(values)
+    if not QUICK or keep >= len(values):
+        return values
+    step = len(values) / keep
+    return [values[int(i * step)] for i in range(keep)]
+
+
 def register(config) -> None:
     for name, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {meaning}")

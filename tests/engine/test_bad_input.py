@@ -12,6 +12,7 @@ import pickle
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -463,11 +464,13 @@ def test_cli_parameters_at_their_bounds_work(capsys, monkeypatch, tiny_folder):
 
 @needs_cli
 def test_cli_as_a_real_process_prints_one_line_and_no_traceback(tmp_path, tiny_folder, bert_folder):
-    assert_one_error_line(run_cli("--prompt", "", model=tiny_folder), "prompt", "empty")
-    assert_one_error_line(run_cli("--prompt", "Paris", model=bert_folder), "not a causal language model")
     out = tmp_path / "rtl.json"
-    result = run_cli("--prompt", UNICODE_PROMPTS["rtl"], "--max-new-tokens", "2", "--json", str(out),
-                     model=tiny_folder)
+    calls = [(("--prompt", ""), tiny_folder), (("--prompt", "Paris"), bert_folder),
+             (("--prompt", UNICODE_PROMPTS["rtl"], "--max-new-tokens", "2", "--json", str(out)), tiny_folder)]
+    with ThreadPoolExecutor(len(calls)) as pool:       # three processes at once: each one's start-up is the cost
+        empty, bert, result = pool.map(lambda call: run_cli(*call[0], model=call[1]), calls)
+    assert_one_error_line(empty, "prompt", "empty")
+    assert_one_error_line(bert, "not a causal language model")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert Trace.from_json(out.read_bytes()).prompt == UNICODE_PROMPTS["rtl"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import hostile_servers as hs
+from tiers import spread
 from engine import Trace
 from engine.__main__ import main
 from engine.config import DecodeConfig
@@ -285,7 +286,7 @@ def test_real_processes_meet_faults_with_one_line_and_status_2(raw_server):
     ends within its --timeout plus a generous margin."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     running = {}
-    for name in IN_PROCESSES:
+    for name in spread(IN_PROCESSES, 2):
         fault, args, words = fresh(name)
         url = raw_server(fault)
         running[name] = (subprocess.Popen([sys.executable, "-m", "engine", *cli_args(url, args)], cwd=ROOT, env=env,
