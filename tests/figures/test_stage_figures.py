@@ -13,7 +13,7 @@ from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
 from figures.kv import cache_rows, paged_blocks
 from figures.teacher import reference_bars
-from test_figures import STEP, beam_trace
+from trace_builders import STEP, beam_trace
 
 ROW_LABELS = {"reused": "reused", "appended": "appended", "copied": "copied", "beam": "Beam", "parent": "parent",
               "rows": "rows", "title": "rows"}

@@ -120,7 +120,7 @@ def test_a_hidden_setting_out_of_range_in_the_address_is_held_in_range(tiny_llam
 
 # ---- 2. an uploaded file does not choose the model -----------------------------------------------
 def loop_trace_on(model: str):
-    from test_explain import loop_trace, make_step
+    from trace_builders import loop_trace, make_step
 
     trace = loop_trace()
     trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
