@@ -72,7 +72,7 @@ def tiers_of(item) -> set:
     if module is not None:
         if "AppTest" in vars(module):
             found.add("apptest")
-        if {"subprocess", "run_cli"} & set(vars(module)):
+        if {"subprocess", "run_cli", "cli_in_process", "decode_process"} & set(vars(module)):
             found.add("cli")
     if not found:
         found.add("tiny")

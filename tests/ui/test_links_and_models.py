@@ -18,10 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from figures.labels import WORD_JOINER  # noqa: E402
 import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)
-import test_model_cache  # noqa: E402
 from test_nothing_lost import on_screen  # noqa: E402
 
-fake_bundled = test_model_cache.fake_bundled   # a fixture, found by pytest under this name
 
 PROMPT = "The capital of France is"
 MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"
