@@ -188,22 +188,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
     try:
         for t in range(config.max_new_tokens):
             t0 = time.perf_counter()
-            table = torch.full((B, K), NEG, dtype=torch.float32)
-            texts = [[""] * K for _ in range(B)]
-            ends = torch.zeros(B, K, dtype=torch.bool)
-            views = {}
-            for b in range(B if t else 1):
-                _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
-                                                       temperature=0.0)
-                if not positions or not positions[0].top:
-                    raise ServedError(f"server at {server.url} gave no candidates for beam {b + 1} at step {t + 1}")
-                view = positions[0]
-                views[b] = view
-                for j, (text, lp) in enumerate(view.top[:K]):
-                    table[b, j] = lp + float(running_scores[b])
-                    texts[b][j] = text
-                    # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
-                    ends[b, j] = text == "" and (j > 0 or reason == "stop")
+            table, texts, ends, views = _continuations(server, prompt, running, running_scores, t, K)
             top_scores, top_beam, top_col = top_k_continuations(table, K)
             reached_stop = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
                                  for b, c in zip(top_beam.tolist(), top_col.tolist())])
@@ -214,17 +199,10 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                 early_stopping=config.early_stopping, can_improve=can_improve)
             entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
             kept = set(pick.tolist())
-            node_ids = []
-            for pos in range(K):
-                b, c = int(top_beam[pos]), int(top_col[pos])
-                text = texts[b][c]
-                status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
-                nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
-                                  logprob=float(top_scores[pos]) - float(running_scores[b]),
-                                  cum_logprob=float(top_scores[pos]),
-                                  score=beam_score(float(top_scores[pos]), length, config.length_penalty),
-                                  length=length, status=status, beam=b, rank=pos + 1))
-                node_ids.append(nodes[-1].id)
+            candidates = [(int(top_beam[pos]), texts[int(top_beam[pos])][int(top_col[pos])], float(top_scores[pos]))
+                          for pos in range(K)]
+            node_ids = _record_nodes(nodes, candidates, running_nodes, running_scores, kept=kept, entered=entered,
+                                     step=t, config=config, names=names)
             continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
                               float(top_scores[p]), node_ids[p]) for p in range(K)]
             done = [done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
@@ -253,6 +231,45 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                                                      running_nodes, names.known))
         raise
     return steps, nodes, _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names)
+
+
+def _continuations(server: Server, prompt: str, running: list, running_scores: torch.Tensor, t: int, K: int):
+    """Each running beam's top-K continuations from the server, as the local search's [B, K] table of
+    cumulative scores; also their texts, which of them end the text, and each beam's answer (TopN).
+    Only beam 0 is asked at the first step (the others hold the same prompt)."""
+    B = len(running)
+    table = torch.full((B, K), NEG, dtype=torch.float32)
+    texts = [[""] * K for _ in range(B)]
+    ends = torch.zeros(B, K, dtype=torch.bool)
+    views = {}
+    for b in range(B if t else 1):
+        _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
+                                               temperature=0.0)
+        if not positions or not positions[0].top:
+            raise ServedError(f"server at {server.url} gave no candidates for beam {b + 1} at step {t + 1}")
+        views[b] = positions[0]
+        for j, (text, lp) in enumerate(positions[0].top[:K]):
+            table[b, j] = lp + float(running_scores[b])
+            texts[b][j] = text
+            # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
+            ends[b, j] = text == "" and (j > 0 or reason == "stop")
+    return table, texts, ends, views
+
+
+def _record_nodes(nodes: list, candidates: list, running_nodes: list, running_scores: torch.Tensor, *, kept: set,
+                  entered: set, step: int, config: DecodeConfig, names: TokenIds) -> list:
+    """One tree node per candidate (beam, text, cumulative score), best first: kept (it runs on), finished
+    (it entered the finished hypotheses) or pruned. Returns the new nodes' ids."""
+    length = step + 1
+    ids = []
+    for pos, (b, text, cum) in enumerate(candidates):
+        status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
+        nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=step, token_id=names(text), text=text,
+                          logprob=cum - float(running_scores[b]), cum_logprob=cum,
+                          score=beam_score(cum, length, config.length_penalty), length=length, status=status,
+                          beam=b, rank=pos + 1))
+        ids.append(nodes[-1].id)
+    return ids
 
 
 def _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names) -> list:
