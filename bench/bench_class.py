@@ -39,6 +39,7 @@ from urllib.parse import urlencode, urlsplit
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.runtime.state.common import is_keyed_element_id, user_key_from_element_id
 
 PROMPT = "Once upon a time, in a small village by the sea,"
 NEW_TOKENS = 64
@@ -72,12 +73,6 @@ class Screen:
     error_lines: list = field(default_factory=list)
 
 
-def widget_key(widget_id: str) -> str | None:
-    """A keyed widget's id ends with its key ("$$ID-<hash>-<key>"); an unkeyed one has no key."""
-    parts = widget_id.split("-", 2)
-    return parts[2] if len(parts) == 3 and parts[0] == "$$ID" and parts[2] != "None" else None
-
-
 def read_forward(msg: ForwardMsg, screen: Screen):
     """Fold one ForwardMsg into the screen; return its script_finished status, or None."""
     kind = msg.WhichOneof("type")
@@ -99,8 +94,8 @@ def read_forward(msg: ForwardMsg, screen: Screen):
             screen.error_lines.append(element.alert.body)
         elif what in WIDGETS:
             proto = getattr(element, what)
-            key = widget_key(proto.id)
-            if key is not None:
+            if is_keyed_element_id(proto.id):
+                key = user_key_from_element_id(proto.id)
                 options = [getattr(o, "content", o) for o in getattr(proto, "options", [])]
                 screen.widgets[key] = Widget(proto.id, what, msg.delta.fragment_id, proto.disabled, options)
     return None
