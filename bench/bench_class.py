@@ -240,11 +240,12 @@ async def play(ws_url: str, query: str, students: int, seconds: float, seed: int
     until = time.monotonic() + seconds
     stop = asyncio.Event()
     watch = asyncio.create_task(watch_server(pid, stop))
-    started = time.monotonic()
+    started, cpu0 = time.monotonic(), time.process_time()
     await asyncio.gather(*(student(s, ws_url, query, until) for s in class_))
     wall = time.monotonic() - started
     stop.set()
     server = await watch
+    server["client_cpu_s"] = time.process_time() - cpu0        # this process: the students' own cost
     return summary(class_, seconds, wall, server)
 
 
@@ -252,6 +253,7 @@ async def watch_server(pid: int | None, stop: asyncio.Event) -> dict:
     """The server's peak RSS while the students are connected, and its CPU seconds over the phase
     (more than 1 s per second: more than one core busy at once, which the GIL allows only outside Python)."""
     if pid is None:
+        await stop.wait()
         return {}
     import psutil
 
@@ -311,7 +313,8 @@ def print_phase(name: str, f: dict) -> None:
         print(f"  {action:9s} n={len(times):4d}  p50 {percentile(times, 0.5):6.3f} s  "
               f"p95 {percentile(times, 0.95):6.3f} s  max {max(times):6.3f} s")
     srv = f["server"]
-    if srv:
+    print(f"  the students themselves (this process): {srv['client_cpu_s']:.1f} CPU-s")
+    if "cpu_s" in srv:
         print(f"  server: peak RSS {srv['peak_rss_mb']:.0f} MB, CPU {srv['cpu_s']:.0f} s over {f['wall']:.0f} s "
               f"({srv['cpu_s'] / f['wall']:.2f} cores busy on average, {srv['cpu_s'] / max(1, f['clicks']):.2f} "
               f"CPU-s per click)   [{srv['load']}]")
