@@ -20,13 +20,16 @@ Printed: p50/p95 per action for one student alone and for N students, their rati
 p95 Next with N students <= 3 x alone), clicks per second, exceptions shown in the deltas, error
 lines, disconnects, the server's CPU seconds per click and cores busy, and its peak RSS (at
 start, with one session, with N: the cost of a session), each figure with the machine's load
-average beside it. Several class sizes (--students 2,4,8) run one after the other on one server. Without --url it starts
+average beside it. Several class sizes (--students 2,4,8) run one after the other on one server.
+With --served URL the link names a model server: each student presses Connect, the server
+decodes the 64 tokens, and Next only moves through that trace (the page is still built here). Without --url it starts
 `streamlit run app.py` on a free port and stops it at the end.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -159,6 +162,7 @@ class Student:
     opened_s: float | None = None
     clicks: list = field(default_factory=list)      # (action, seconds)
     disconnects: list = field(default_factory=list)
+    served: bool = False          # the link names a model server: Connect first, Next moves through its trace
     on_compare: bool = False
     strategy: int = 0
 
@@ -181,8 +185,8 @@ def next_action(s: Student) -> str:
     w = s.screen.widgets
     if "sbs_next" not in w:
         return "reopen"
-    if w["sbs_next"].disabled:
-        return "reset"
+    if w["sbs_next"].disabled:         # the end of the decode: start over (a served trace: decode it anew)
+        return "strategy" if s.served else "reset"
     roll = s.rng.random()
     for action, p in MIX:
         if roll < p:
@@ -219,6 +223,10 @@ async def student(s: Student, ws_url: str, query: str, until: float) -> None:
                                       ping_interval=None) as ws:
             s.opened_s = await asyncio.wait_for(run_once(ws, rerun_msg(s.screen, page="step_by_step"), s.screen),
                                                 ACTION_TIMEOUT_S)
+            if s.served:                   # no request leaves before the student presses Connect
+                seconds = await asyncio.wait_for(run_once(ws, click(s.screen, "served_connect"), s.screen),
+                                                 ACTION_TIMEOUT_S)
+                s.clicks.append(("connect", seconds))
             await asyncio.sleep(s.rng.uniform(0, CLICK_EVERY_S))       # the class does not click in step
             while time.monotonic() < until:
                 started = time.monotonic()
@@ -236,7 +244,8 @@ async def student(s: Student, ws_url: str, query: str, until: float) -> None:
 
 async def play(ws_url: str, query: str, students: int, seconds: float, seed: int, pid: int | None) -> dict:
     """N students at once for this many seconds (after each one's first run), with the server watched."""
-    class_ = [Student(i, random.Random(seed * 1000 + i)) for i in range(students)]
+    served = "server=" in query
+    class_ = [Student(i, random.Random(seed * 1000 + i), served=served) for i in range(students)]
     until = time.monotonic() + seconds
     stop = asyncio.Event()
     watch = asyncio.create_task(watch_server(pid, stop))
@@ -351,9 +360,10 @@ def rss_mb(pid: int | None) -> float | None:
     return psutil.Process(pid).memory_info().rss / 2**20
 
 
-def shared_link() -> str:
-    """The address's query every student opens (Step by step with a prompt and 64 new tokens)."""
-    return urlencode({"prompt": PROMPT, "max_new_tokens": NEW_TOKENS})
+def shared_link(served: str | None = None) -> str:
+    """The address's query every student opens (Step by step with a prompt and 64 new tokens; with
+    `served`, on the model that server runs)."""
+    return urlencode({"prompt": PROMPT, "max_new_tokens": NEW_TOKENS, **({"server": served} if served else {})})
 
 
 def stream_url(base: str) -> str:
@@ -361,9 +371,10 @@ def stream_url(base: str) -> str:
     return f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}{parts.path.rstrip('/')}/_stcore/stream"
 
 
-def measure(base: str, pid: int | None, sizes: list, seconds: float, alone_seconds: float, seed: int) -> dict:
+def measure(base: str, pid: int | None, sizes: list, seconds: float, alone_seconds: float, seed: int,
+            served: str | None = None) -> dict:
     """A warm-up student (the model's first load is not a click), one student alone, then each class size."""
-    ws_url, query = stream_url(base), shared_link()
+    ws_url, query = stream_url(base), shared_link(served)
     out = {"rss_start": (rss_mb(pid), load())}
     asyncio.run(play(ws_url, query, 1, 0, seed + 1, pid))
     out["rss_warm"] = (rss_mb(pid), load())
@@ -397,6 +408,9 @@ def main(argv=None) -> int:
     parser.add_argument("--alone-seconds", type=float, default=60, help="how long one student clicks alone first")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", help="an app already running (its memory and CPU are then not measured)")
+    parser.add_argument("--served", metavar="URL", help="the link names this model server (vLLM, llama.cpp; "
+                        "'llama': start llama.cpp on the bundled model here): each student presses Connect, the "
+                        "server decodes, Next moves through its trace")
     args = parser.parse_args(argv)
     try:
         sizes = [int(n) for n in args.students.split(",")]
@@ -407,13 +421,19 @@ def main(argv=None) -> int:
     print(f"bench_class: classes of {args.students} x {args.seconds:.0f} s, one student alone x "
           f"{args.alone_seconds:.0f} s, Next every {CLICK_EVERY_S:g} s, {os.cpu_count()} cores   [{load()}]",
           flush=True)
-    if args.url:
-        out = measure(args.url.rstrip("/"), None, sizes, args.seconds, args.alone_seconds, args.seed)
-    else:
-        from tests.browser.browser_helpers import running_server
+    with contextlib.ExitStack() as running:
+        served = args.served
+        if served == "llama":
+            from tests.served.served_helpers import running_llama_server
 
-        with tempfile.TemporaryDirectory() as tmp, running_server(Path(tmp)) as server:
-            out = measure(server.url, server.pid, sizes, args.seconds, args.alone_seconds, args.seed)
+            served = running.enter_context(running_llama_server())
+        if args.url:
+            out = measure(args.url.rstrip("/"), None, sizes, args.seconds, args.alone_seconds, args.seed, served)
+        else:
+            from tests.browser.browser_helpers import running_server
+
+            server = running.enter_context(running_server(Path(running.enter_context(tempfile.TemporaryDirectory()))))
+            out = measure(server.url, server.pid, sizes, args.seconds, args.alone_seconds, args.seed, served)
     print_ratios(out["alone"], out["classes"])
     print_memory(out)
     phases = [out["alone"], *out["classes"]]
