@@ -16,18 +16,15 @@ import plotly.graph_objects as go
 from engine.beam import beam_score
 
 from .labels import for_plotly
+from .words import english
 
 BEST = "#e45756"
 EDGE = "rgba(128,128,128,0.55)"
 EDGE_PRUNED = "rgba(128,128,128,0.2)"
 COLOURSCALE = "Viridis"
 
-WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 0 is the prompt)",
-         "y": "hypotheses under their parent<br>(best rank on top)", "kept": "kept (running beam)",
-         "pruned": "pruned", "finished": "finished hypothesis", "best": "best sequence", "collapsed": "pruned (folded)",
-         "colour": "cumulative<br>logprob", "prompt": "prompt", "token": "token", "step": "step",
-         "logprob": "step logprob", "cum": "cumulative logprob", "score": "score", "rank": "rank", "beam": "from beam",
-         "status": "status"}
+WORDS = english("beam", "fig_", ("title", "x", "y", "kept", "pruned", "finished", "best", "collapsed", "colour",
+                                 "prompt", "step", "logprob", "cum", "score", "rank", "beam", "status"))
 
 
 def best_path(trace, node_id: int | None = None) -> list:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from engine.config import WARPED_STRATEGIES
 
 from .labels import for_plotly
+from .words import english
 
 RAW = "#4c78a8"        # blue: readable on white and on Streamlit's dark background
 SHAPED = "#f58518"     # orange
@@ -25,12 +26,9 @@ OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
 MARK = '<span style="color:{colour}">▼</span>'   # a coloured marker before a label in the text colour
 
 
-WORDS = {"raw": "raw probability", "shaped": "after the strategy", "cut": "cut by truncation",
-         "cumulative": "cumulative raw probability", "threshold": "top-p = {p}", "chosen": "chosen",
-         "x": "candidate token (by raw rank)", "y": "probability", "y2": "cumulative probability",
-         "title": "Step {step}: top {n} candidates",
-         "title_chosen": "Step {step}: top {n} candidates + the chosen (rank {rank})",
-         "other": "other (not listed)", "other_hover": "every token the server did not list: p = {p}"}
+WORDS = {**english("step", "fig_", ("raw", "shaped", "cut", "cumulative", "threshold", "after_temperature", "chosen",
+                                     "x", "y", "y2", "title", "title_chosen")),
+         **english("served", "fig_", ("other", "other_hover"))}
 
 
 def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None,
@@ -118,7 +116,7 @@ def _top_p_line(fig: go.Figure, config, n: int, words: dict) -> None:
     the label says the line is only a guide here."""
     threshold = words["threshold"].format(p=f"{config.top_p:g}")
     if config.temperature != 1.0:
-        threshold += words.get("after_temperature", " · it cuts the temperature-scaled curve, not this raw one")
+        threshold += words["after_temperature"]
     fig.add_scatter(x=[-0.5, n - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
                     line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
     # the label under the line (the curve usually runs above it there), in the text colour: a purple line

@@ -9,7 +9,7 @@ from engine import DecodeConfig, Sequence, Trace
 from trace_builders import STEP, beam_trace
 from trace_builders import candidate as cand, figure_step as step
 from engine.rerank import rerank
-from figures.beam_tree import beam_tree_figure, best_path
+from figures.beam_tree import WORDS as BEAM_WORDS, beam_tree_figure, best_path
 from figures.candidates import CUT, candidates_figure
 from figures.compare import lanes_figure
 from ui.token_view import TokenView, prob_colour, rank_colour, token_html, tokens_of
@@ -56,9 +56,9 @@ class TestBeamTree:
         trace = beam_trace()
         assert best_path(trace) == [0, 1, 5, 9]
         fig = beam_tree_figure(trace, length_penalty=2.0)
-        best = next(d for d in fig.data if d.name == "best sequence")
+        best = next(d for d in fig.data if d.name == BEAM_WORDS["best"])
         assert values(best.x) == [0, 1, 1, 2, 2, 3]
-        finished = next(d for d in fig.data if d.name == "finished hypothesis")
+        finished = next(d for d in fig.data if d.name == BEAM_WORDS["finished"])
         hover = next(h for h in finished.hovertext if "step 2" in h)
         # node 6: cum -1.4, length 2, lp 2 -> -1.4 / 4 = -0.35
         assert "−1.400 / 2^2 = −0.350" in hover
