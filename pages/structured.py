@@ -10,22 +10,18 @@ from figures.structured import feasible_strip
 from ui.export import export_bar
 from ui.grammar_examples import EXAMPLES
 from ui.i18n import t
-from ui.present import main_chart, stage, stage_row
+from ui.page import open_page, shared_model
+from ui.present import main_chart
 from ui.progress import stopped_note, watched_decode
-from ui.session import (cached, get_lm, keep_or_stop, needs_weights, shared_sidebar, sync_long_text, sync_url,
+from ui.session import (cached, keep_or_stop, sync_long_text, sync_url,
                         url_number, url_value)
 
 STRATEGIES = ("greedy", "sample", "beam")
 S = st.session_state
 
-st.title(t("structured.title"))
-row = stage_row(t("structured.intro"), settings=t("present.settings"))
-slot = stage()
-settings = shared_sidebar()
-needs_weights()
-lm = get_lm(settings.model)
-if lm is None:
-    st.stop()
+page = open_page("structured")
+row, slot, settings = page.row, page.slot, page.settings
+lm = shared_model(settings)
 
 
 # ---- the grammar -------------------------------------------------------------------------------------
