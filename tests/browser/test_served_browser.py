@@ -24,7 +24,8 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="top-8 from llama-cpp-python")
     assert badge.count() == 1
     text = badge.inner_text().replace(WORD_JOINER, "")
-    assert f"top-8 from llama-cpp-python at {llama_server}: the listed tokens are exact, the other " in text
+    assert (f"top-8 from llama-cpp-python at {llama_server}, raw numbers (before its sampler): the listed tokens "
+            "are exact, the other ") in text
     other = re.search(r"the other (\d+\.\d)% is shown as 'other'", text)
     assert other and 0.0 < float(other.group(1)) < 100.0, text
     labels = chart_texts(page, "other (not listed)")
