@@ -10,7 +10,9 @@ What each strategy does there:
 Differences from a local trace, each said in `model_facts["served"]`: probabilities are exact
 for the listed tokens only, the rest is one "other" mass; the shaped distribution is worked out
 here from the top-N alone; token ids come from the server's tokenizer, or, for a text that is not
-one token there, from a range above every real vocabulary (`text_ids_from`).
+one token there, from a range above every real vocabulary (`text_ids_from`); and whether the server's
+numbers are raw or come after its own sampler chain (`logprobs`, numbers.py): processed ones are shaped
+already, so they are recorded as they came and not shaped again.
 """
 from __future__ import annotations
 
