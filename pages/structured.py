@@ -16,6 +16,7 @@ from ui.session import (cached, get_lm, keep_or_stop, model_facts_panel, needs_w
                         sync_long_text, sync_url, url_number, url_value)
 
 STRATEGIES = ("greedy", "sample", "beam")
+SHOWN_GRAMMAR = 600        # characters of an uploaded trace's grammar shown above its run
 S = st.session_state
 
 st.title(t("structured.title"))
@@ -83,6 +84,9 @@ if uploaded is not None:
     st.info(t("structured.viewing_upload", kind=t("structured.kind_" + trace.config.grammar_kind),
               strategy=t("structured.strategy_" + trace.config.strategy) if trace.config.strategy in STRATEGIES
               else trace.config.strategy))
+    grammar = trace.config.grammar              # the file's own grammar, as literal text (bounded on screen)
+    st.code(grammar if len(grammar) <= SHOWN_GRAMMAR else grammar[:SHOWN_GRAMMAR] + " …", language=None,
+            wrap_lines=True)
 else:
     try:
         config.validate(lm.facts.vocab_size)

@@ -102,6 +102,7 @@ def test_a_saved_constrained_trace_reopens_without_the_model(no_weights):
     assert bars["y"] == pytest.approx([max(s.grammar.feasible_mass, 1e-12) for s in steps])
     assert re.fullmatch("(yes|no)!", saved.best.text)                    # Python's re, not the grammar library
     assert any(one_line(saved.best.text) in m.value for m in at.markdown)
+    assert [c.value for c in at.code] == ["(yes|no)!"]                   # the file's own grammar, as written
     step = steps[len(steps) - 1]
     allowed = unpack_mask(step.grammar.mask, lm.facts.vocab_size)
     assert table(at).count("~~") // 2 == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
