@@ -10,7 +10,9 @@ What each strategy does there:
 Differences from a local trace, each said in `model_facts["served"]`: probabilities are exact
 for the listed tokens only, the rest is one "other" mass; the shaped distribution is worked out
 here from the top-N alone; token ids come from the server's tokenizer, or, for a text that is not
-one token there, from a range above every real vocabulary (`text_ids_from`).
+one token there, from a range above every real vocabulary (`text_ids_from`); and whether the server's
+numbers are raw or come after its own sampler chain (`logprobs`, numbers.py): processed ones are shaped
+already, so they are recorded as they came and not shaped again.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequen
 from ..config import FEEDBACK_STRATEGIES, DecodeConfig
 from ..runner import versions
 from .client import Server, ServedError, TopN, answers_checked
+from .numbers import PROCESSED
 from ..shaping import build_processors, entropy, shape
 from ..trace import Candidate, Node, Sequence, Step, Trace
 
@@ -100,6 +103,7 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
 def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int, names: TokenIds, on_step):
     """One streamed request: each token's step is recorded as it arrives; on_step returning False stops."""
     sampling = config.strategy == "sample"
+    processed = server.numbers == PROCESSED
     tokens = server.stream(
         prompt, max_tokens=config.max_new_tokens, logprobs=top_n,
         temperature=config.temperature if sampling else 0.0,
@@ -113,7 +117,7 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
                 break
             now = time.perf_counter()
             # ids only from what is known already: a request to the server now would cut its stream short
-            steps.append(step_from(position, len(steps), config, top_n, names.known, now - t0))
+            steps.append(step_from(position, len(steps), config, top_n, names.known, now - t0, processed))
             positions.append(position)
             seconds.append(now - t0)
             t0 = now
@@ -124,7 +128,7 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
         raise
     finally:
         tokens.close()                 # a stop closes the connection; the server stops decoding
-    steps = [step_from(p, i, config, top_n, names, s) for i, (p, s) in enumerate(zip(positions, seconds))]
+    steps = [step_from(p, i, config, top_n, names, s, processed) for i, (p, s) in enumerate(zip(positions, seconds))]
     return steps, [_sequence(positions, steps)]
 
 
@@ -135,15 +139,17 @@ def _sequence(positions: list, steps: list) -> Sequence:
 
 
 def step_from(position: TopN, index: int, config: DecodeConfig, top_n: int, names: TokenIds,
-              seconds: float = 0.0) -> Step:
+              seconds: float = 0.0, processed: bool = False) -> Step:
     """One recorded step from a server's top-N: raw probabilities as reported, the shaped ones
-    worked out over the listed tokens only (the "other" mass cannot be shaped: nothing names it)."""
+    worked out over the listed tokens only (the "other" mass cannot be shaped: nothing names it).
+    `processed`: the server reported its numbers after its own sampler chain (numbers.py); they are
+    shaped already, so they are not shaped again, and the raw ones are not known."""
     pairs = list(position.top[:top_n])
     if position.text not in dict(pairs):
         pairs.append((position.text, position.logprob))
     logprobs = torch.tensor([lp for _, lp in pairs], dtype=torch.float64)
     probs = logprobs.exp()
-    shaped = _shaped(config, logprobs)
+    shaped = torch.softmax(logprobs, -1) if processed else _shaped(config, logprobs)
     candidates, seen = [], set()
     for rank, ((text, logprob), p, q) in enumerate(zip(pairs, probs.tolist(), shaped.tolist()), start=1):
         token_id = names(text)
@@ -214,7 +220,8 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
             running_scores = new_scores
             view = views[best_parent]       # the distribution shown: the one the new best beam extends
             best = view.top[best_col] if best_col < len(view.top) else (texts[best_parent][best_col], NEG)
-            step = step_from(TopN(*best, top=view.top), t, config, K, names, time.perf_counter() - t0)
+            step = step_from(TopN(*best, top=view.top), t, config, K, names, time.perf_counter() - t0,
+                             server.numbers == PROCESSED)
             step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
                                        chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
             steps.append(step)

@@ -219,6 +219,8 @@ def test_teacher_forcing_meets_rows_that_do_not_fit_the_prompt_with_one_line(raw
     rows = {"choices": [{"text": "", "finish_reason": "length", "prompt_logprobs": [None]}]}
 
     def completions(payload):
+        if not payload.get("echo") and "prompt_logprobs" not in payload:     # connect's probe of its numbers
+            return hs.http(hs.completion(hs.TOKENS[:1], top=[{" Paris": -0.25, ".": -2.0}]))
         return hs.http(rows if "prompt_logprobs" in payload else echoed)
 
     url = raw_server(on("/v1/completions", completions, lambda m, p, b: hs.http(hs.models(owned_by="vllm"))
