@@ -12,14 +12,13 @@ import contextlib
 import dataclasses
 import math
 import os
-import select
-import stat
 import sys
 from pathlib import Path
 
 from .config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig, draft_spec
 from .errors import ConfigError, DecodeScopeError
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
+from .cli_input import MAX_PROMPT_FILE, read_text_file
 from .output import say_error, write_file, write_stdout
 from .tokens import unpaired_surrogate
 
@@ -265,54 +264,10 @@ def _show(text: str) -> str:
     return repr(text)[1:-1] if text.strip() == text and text else repr(text)
 
 
-MAX_PROMPT_FILE = 10 * 1024 * 1024   # no model's context holds more; a bigger file is a wrong file
-PIPE_WAIT_S = 30.0                   # how long a named pipe may stay silent before we give up on it
-
-
 def read_prompt_file(path: str) -> str:
     """The prompt from a file (or stdin); a missing, unreadable, huge or non-UTF-8 file is named in the error."""
-    try:
-        if path == "-":
-            if sys.stdin.isatty():
-                print("reading the prompt from the terminal; end it with Ctrl-D", file=sys.stderr)
-            data = sys.stdin.buffer.read(MAX_PROMPT_FILE + 1)
-        elif stat.S_ISFIFO(os.stat(path).st_mode):
-            data = _read_pipe(path)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_PROMPT_FILE + 1)
-    except OSError as exc:
-        raise ConfigError("prompt_file", f"--prompt-file: cannot read {path}: {exc.strerror}") from None
-    if len(data) > MAX_PROMPT_FILE:
-        raise ConfigError("prompt_file", f"--prompt-file: {path} is over {MAX_PROMPT_FILE // 2**20} MiB; "
-                                         "no model's context holds that much text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError("prompt_file", f"--prompt-file: {path} is not UTF-8 text "
-                                         f"(byte {exc.start} cannot be decoded)") from None
-
-
-def _read_pipe(path: str) -> bytes:
-    """Read a named pipe without hanging forever: opening one blocks until a writer comes, so open it
-    non-blocking, say that we wait, and give up after PIPE_WAIT_S seconds of silence."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(0):
-            print(f"waiting up to {PIPE_WAIT_S:g} s for text on {path} (a named pipe)", file=sys.stderr)
-            if not poller.poll(int(PIPE_WAIT_S * 1000)):
-                raise ConfigError("prompt_file", f"--prompt-file: {path} is a named pipe and nothing was written "
-                                                 f"to it within {PIPE_WAIT_S:g} s")
-        os.set_blocking(fd, True)
-        chunks, size = [], 0
-        while size <= MAX_PROMPT_FILE and (chunk := os.read(fd, 1 << 20)):
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return read_text_file(path, flag="--prompt-file", field="prompt_file", limit=MAX_PROMPT_FILE,
+                          too_big=f"over {MAX_PROMPT_FILE // 2**20} MiB; no model's context holds that much text")
 
 
 def check_prompt_text(prompt: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from .cli_input import read_text_file
 from .config import MAX_GRAMMAR_BYTES
 from .errors import ConfigError
 from .grammar import STOP_WORDS, check_grammar, output_check, stop_reason
@@ -21,17 +22,8 @@ def add_grammar_arguments(parser) -> None:
 
 
 def _read(flag: str, path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_GRAMMAR_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError("grammar", f"{flag}: cannot read {path}: {exc.strerror}") from None
-    if len(data) > MAX_GRAMMAR_BYTES:
-        raise ConfigError("grammar", f"{flag}: {path} is over {MAX_GRAMMAR_BYTES:,} bytes, the most a grammar may be")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ConfigError("grammar", f"{flag}: {path} is not UTF-8 text (byte {exc.start})") from None
+    return read_text_file(path, flag=flag, field="grammar", limit=MAX_GRAMMAR_BYTES,
+                          too_big=f"over {MAX_GRAMMAR_BYTES:,} bytes, the most a grammar may be")
 
 
 def grammar_settings(args) -> dict:

@@ -16,6 +16,7 @@ import pytest
 
 import engine.__main__ as cli
 import engine.model
+import engine.output
 from engine import ConfigError, DecodeConfig, Trace
 from engine import decode
 from cli_helpers import Result, assert_one_error_line, cli_in_process
@@ -72,7 +73,7 @@ def test_a_named_pipe_nobody_writes_to_is_given_up_with_a_message(capsys, monkey
                                                                  loads):
     fifo = tmp_path / "prompt.fifo"
     os.mkfifo(fifo)
-    monkeypatch.setattr(cli, "PIPE_WAIT_S", 0.3)
+    monkeypatch.setattr(engine.output, "PIPE_WAIT_S", 0.3)
     result = cli_in_process(capsys, monkeypatch, "--prompt-file", str(fifo), model=tiny_llama_folder[1])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
