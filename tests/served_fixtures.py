@@ -17,6 +17,13 @@ import pytest
 from served_helpers import ServerFailed, running_llama_server
 
 
+# a stand-in server's one answer to every completion: two tokens, " Paris" (logprob -0.5) and "." (logprob -1.2),
+# each with its top-3 (the listed mass is < 1)
+TWO_TOKENS = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
+    "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
+    "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
+
+
 @pytest.fixture(scope="session")
 def llama_server():
     """The base URL of a llama.cpp server on the bundled SmolLM2. `make test` installs llama-cpp-python and

@@ -13,14 +13,13 @@ from streamlit.testing.v1 import AppTest
 
 from app_helpers import open_app, texts
 
+from served_fixtures import TWO_TOKENS  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
-# one answer for every completion: two tokens, each with its top-3
-COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
-    "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
-    "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
+COMPLETION = TWO_TOKENS        # the stand-in server's one answer (tests/served_fixtures.py)
 
 
 
