@@ -26,3 +26,19 @@ def open_app(page: str, *, params: dict | None = None, state: dict | None = None
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, at.exception
     return at
+
+
+def figures(at) -> list:
+    """Every chart's Plotly figure on the page (an AppTest, or a block of one such as `at.main`), in page
+    order: Streamlit's own charts and the app's chart element (ui.chart) alike."""
+    from ui.chart import CHART_NAME, figure_data
+
+    block = at.main if isinstance(at, AppTest) else at
+    found = []
+    for element in block:
+        kind = getattr(element, "type", None)
+        if kind == "plotly_chart":
+            found.append(json.loads(element.proto.spec))
+        elif kind == "bidi_component" and element.proto.component_name == CHART_NAME:
+            found.append(figure_data(element))
+    return found

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_helpers import figures
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROMPT = "The capital of France is"
@@ -22,7 +24,7 @@ def on_screen(at: AppTest) -> tuple:
     """What a user reads as the result: every metric, every coloured token view, how many charts."""
     metrics = [(m.label, m.value) for m in at.metric]
     views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
-    return metrics, views, len(at.get("plotly_chart"))
+    return metrics, views, len(figures(at))
 
 
 def set_prompt(at: AppTest, text: str) -> None:

@@ -15,6 +15,7 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 ROOT = Path(__file__).resolve().parents[2]
 
 from figures.labels import for_markdown, visible  # noqa: E402
+from app_helpers import figures  # noqa: E402
 from ui.present import PRESENT_FONT  # noqa: E402
 
 PROMPT = "The capital of France is"
@@ -41,7 +42,7 @@ def open_step_page(folder, lang="en", present=False, **settings) -> AppTest:
 
 def charts_titled(at: AppTest, title: str) -> list:
     """The Plotly specs on the page whose title holds `title` (read from the JSON: it escapes non-ASCII text)."""
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = figures(at)
     return [spec for spec in specs if title in str(spec["layout"].get("title", {}).get("text", ""))]
 
 
@@ -137,7 +138,7 @@ def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
     lm, folder = tiny_llama_folder
     at = open_step_page(folder, present=True, max_new_tokens=2, strategy="sample", temperature=0.7)
     at.toggle(key="sbs_lens_on").set_value(True).run()
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = figures(at)
     titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
     for name in ("after each stage", "Layers x steps"):
         spec = next(s for s, title in zip(specs, titles) if name in title)
