@@ -210,11 +210,7 @@ def stepper_panel():
     # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
     if stepper.can_branch:
         picked = None
-        points = (event or {}).get("selection", {}).get("points", []) if event else []
-        if points == S.get("sbs_used_points"):       # one chart key for every step: a selection is used once
-            points = []
-        elif points:
-            S["sbs_used_points"] = points
+        points = event["selection"]["points"] if event else []       # a click comes once, on the run it caused
         if points:
             data = points[0].get("customdata")
             token = data[0] if isinstance(data, list) else data

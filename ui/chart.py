@@ -40,15 +40,17 @@ def publish_plotly() -> Path:
 # Each run hands the figure (Plotly's JSON) and how to size it; the first call loads Plotly, every call
 # redraws with Plotly.react on the same div. A click on a point sends its coordinates as a one-shot trigger.
 _HTML = '<div class="stPlotlyChart ds-chart" data-testid="stPlotlyChart"><div class="ds-plot"></div></div>'
+# the plot's drawn width must not hold the column open when the window narrows: inline-size containment
 _CSS = """
-.ds-chart { width: 100%; height: 100%; }
-.ds-plot { width: 100%; height: 100%; }
+.ds-chart { width: 100%; contain: inline-size; }
+.ds-plot { width: 100%; }
 """
 _JS = """
 const SOURCE = "./app/static/%(file)s";
 const PALETTE = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a",
                  "#6d3fc0", "#d5dae5"];
 const GRID = "rgba(49, 51, 63, 0.15)";
+const MIN_HEIGHT = 300;
 const plotly = () => {
   if (window.Plotly) return Promise.resolve(window.Plotly);
   if (!window.__dsPlotly) {
@@ -64,18 +66,22 @@ const plotly = () => {
 export default function ({ parentElement, data, setTriggerValue }) {
   const gd = parentElement.querySelector(".ds-plot");
   gd.__dsTrigger = setTriggerValue;                 // the latest, for the click handler bound once
+  gd.__dsSelect = data.select;
+  // in presentation mode's stage the plot is as tall as the box the browser fitted to the window
+  const stage = data.stretch ? parentElement.closest('[class*="st-key-stage_fit_"]') : null;
+  gd.__dsHeight = () => (stage ? Math.max(stage.clientHeight, MIN_HEIGHT) : data.height);
   const spec = JSON.parse(data.figure);
   const layout = spec.layout || {};
-  if (data.stretch) { delete layout.height; layout.autosize = true; gd.style.height = "100%%"; }
-  else { layout.height = data.height; gd.style.height = data.height + "px"; }
-  delete layout.width;                              // as wide as the column
+  layout.height = gd.__dsHeight();
+  gd.style.height = layout.height + "px";
+  layout.width = gd.clientWidth || undefined;       // as wide as the column
   // the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its
   // palette, no background of its own; a figure's explicit settings win
   const page = getComputedStyle(parentElement);
   layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
     xaxis: { gridcolor: GRID, zeroline: false }, yaxis: { gridcolor: GRID, zeroline: false } } };
-  const config = Object.assign({ displaylogo: false, responsive: true }, spec.config || {});
+  const config = Object.assign({ displaylogo: false }, spec.config || {});
   gd.__dsSpec = spec;                               // the figure this element was last given
   plotly().then((Plotly) => {
     if (gd.__dsSpec !== spec) return;               // a newer figure arrived while Plotly loaded
@@ -88,9 +94,17 @@ export default function ({ parentElement, data, setTriggerValue }) {
           x: p.x, y: p.y, customdata: p.customdata === undefined ? null : p.customdata,
           curve_number: p.curveNumber, point_index: p.pointIndex })) });
       });
-      new ResizeObserver(() => { if (gd.data) Plotly.Plots.resize(gd); }).observe(gd);
+      // the column or the stage changed size (the window, the sidebar): the plot follows
+      const follow = () => {
+        const width = gd.clientWidth, height = gd.__dsHeight();
+        if (!gd.layout || !width || (width === gd.layout.width && height === gd.layout.height)) return;
+        gd.style.height = height + "px";
+        Plotly.relayout(gd, { width, height });
+      };
+      gd.__dsWatch = new ResizeObserver(follow);
+      gd.__dsWatch.observe(gd);
     }
-    gd.__dsSelect = data.select;
+    if (stage && gd.__dsStage !== stage) { gd.__dsStage = stage; gd.__dsWatch.observe(stage); }
   });
 }
 """ % {"file": PLOTLY_FILE}
