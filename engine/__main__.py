@@ -208,8 +208,8 @@ STAGE_LABELS = {"repetition_penalty": "penalty", "grammar": "grammar",
 def format_stages_table(trace) -> str:
     """Like format_table, with one line per sampler stage under each step: kept tokens, top-1 and its probability."""
     if trace.model_facts.get("served"):
-        return format_table(trace) + ("\n(a served model: its sampler ran on the server, which reports the raw "
-                                      "top-N only, so there are no stages to show)")
+        return format_table(trace) + ("\n(a served model: its sampler ran on the server, which reports one "
+                                      "top-N per step only, so there are no stages to show)")
     if trace.config.strategy == "beam":        # no stages to list: the steps of the best hypothesis, and why
         return format_table(trace) + "\n" + _no_stages_note(trace.config)
     order = "llama.cpp's" if trace.config.sampler_order == "llama.cpp" else "transformers'"
@@ -488,6 +488,11 @@ def main(argv=None, prog: str = "python -m engine") -> int:
             from .explain import format_findings
 
             out += "\n\n" + format_findings(trace)
+        served = trace.model_facts.get("served")
+        if isinstance(served, dict):              # which numbers the table shows: raw, or after the server's chain
+            from .served.numbers import describe
+
+            out += "\n" + describe(served)
         write_stdout(out + "\n")
         if args.json:
             write_file(args.json, trace.to_json())

@@ -7,6 +7,11 @@ llama.cpp's min-p, at temperature 1, has already dropped (and the other way roun
 settings can sample from two different sets, and "a token sampled despite min-p" in one engine is what the
 other engine's order would never allow.
 
+The chain as llama-cpp-python 0.3 really builds it (llama_cpp/llama.py, `Llama._init_sampler`, used by its
+server's completions): penalties → top-k → typical-p → top-p → min-p → temperature → draw (`add_dist`), with
+greedy instead when the temperature is 0; typical-p is 1 (off) unless asked for, and top-k 0 is off.
+llama.cpp's own server runs the same stages in the same order by default (its `--samplers` list).
+
 Each stage here is a logits processor written after llama.cpp's own rules (top-p keeps the most likely
 tokens until their cumulative probability reaches p; min-p keeps tokens at least min_p times as likely as
 the top one), so stages.py records them like transformers' own.

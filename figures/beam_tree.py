@@ -16,18 +16,15 @@ import plotly.graph_objects as go
 from engine.beam import beam_score
 
 from .labels import for_plotly
+from .words import english
 
 BEST = "#e45756"
 EDGE = "rgba(128,128,128,0.55)"
 EDGE_PRUNED = "rgba(128,128,128,0.2)"
 COLOURSCALE = "Viridis"
 
-WORDS = {"title": "Beam tree: {beams} beams, {steps} steps", "x": "step (column 0 is the prompt)",
-         "y": "hypotheses under their parent<br>(best rank on top)", "kept": "kept (running beam)",
-         "pruned": "pruned", "finished": "finished hypothesis", "best": "best sequence", "collapsed": "pruned (folded)",
-         "colour": "cumulative<br>logprob", "prompt": "prompt", "token": "token", "step": "step",
-         "logprob": "step logprob", "cum": "cumulative logprob", "score": "score", "rank": "rank", "beam": "from beam",
-         "status": "status"}
+WORDS = english("beam", "fig_", ("title", "x", "y", "kept", "pruned", "finished", "best", "collapsed", "colour",
+                                 "prompt", "step", "logprob", "cum", "score", "rank", "beam", "status"))
 
 
 def best_path(trace, node_id: int | None = None) -> list:
@@ -69,24 +66,40 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
     if root is None:
         fig.update_layout(title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=0)))
         return fig
-    collapse = len(nodes) > collapse_above
-    show_labels = upto + 1 <= labels_up_to
+    highlight = _highlighted(trace, upto, last)
+    y, folded, max_rows = _rows(nodes, root, upto, len(nodes) > collapse_above, highlight)
+    _add_edges(fig, nodes, y, folded, highlight, words)
+    _add_nodes(fig, trace, [n for n in nodes if n.parent is not None and n.id in y], y, lp,
+               show_labels=upto + 1 <= labels_up_to, words=words)
+    _add_folded(fig, folded, words)
+    # the label runs right from the root, drawn whole: centred on it, half of it fell left of the plot, where a
+    # tree of many steps leaves almost no room (80 steps cut "prompt" to "ompt")
+    fig.add_scatter(x=[0], y=[0], mode="markers+text", name=words["prompt"], text=[words["prompt"]],
+                    textposition="top right", cliponaxis=False, marker=dict(symbol="square", size=12, color="#888"),
+                    hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
+    _lay_out(fig, words["title"].format(beams=trace.config.num_beams, steps=upto + 1), upto, max_rows, words)
+    return fig
 
-    # the path to highlight: the best sequence once the search is shown to its end,
-    # else the best running beam at the shown step
+
+def _highlighted(trace, upto: int, last: int) -> set:
+    """The path to highlight: the best sequence once the search is shown to its end, else the best running
+    beam at the shown step."""
     if upto >= last:
-        highlight = set(best_path(trace))
-    else:
-        running = trace.steps[upto].beam_node_ids if upto < len(trace.steps) else []
-        highlight = set(best_path(trace, running[0])) if running else set()
+        return set(best_path(trace))
+    running = trace.steps[upto].beam_node_ids if upto < len(trace.steps) else []
+    return set(best_path(trace, running[0])) if running else set()
 
-    # ---- layout: y per node, column by column --------------------------------------------
+
+def _rows(nodes: list, root, upto: int, collapse: bool, highlight: set) -> tuple:
+    """Each node's row, column by column: children under their parent's row, best rank first, centred on 0.
+    With `collapse`, a parent's pruned children (off the highlighted path) share one folded mark.
+    Returns (row by node id, [(x, row, parent id, [pruned nodes])] for the folds, the most rows in a column)."""
     y = {root.id: 0.0}
     by_step: dict = {}
     for n in nodes:
         if n.parent is not None:
             by_step.setdefault(n.step, []).append(n)
-    folded = []       # (x, y, parent id, [pruned nodes])
+    folded = []
     max_rows = 1
     for t in range(0, upto + 1):
         column = by_step.get(t, [])
@@ -108,8 +121,11 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                 folded.append((t + 1, pos, item[1], item[2]))
             else:
                 y[item.id] = pos
+    return y, folded, max_rows
 
-    # ---- edges ------------------------------------------------------------------------------
+
+def _add_edges(fig, nodes: list, y: dict, folded: list, highlight: set, words: dict) -> None:
+    """Parent-to-child lines in three kinds (pruned faint, kept grey, the highlighted path bold)."""
     by_id = {n.id: n for n in nodes}
     lines = {"kept": ([], []), "pruned": ([], []), "best": ([], [])}
     for n in nodes:
@@ -131,8 +147,9 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
     fig.add_scatter(x=lines["best"][0], y=lines["best"][1], mode="lines", line=dict(color=BEST, width=4),
                     name=words["best"], hoverinfo="skip")
 
-    # ---- nodes ------------------------------------------------------------------------------
-    drawn = [n for n in nodes if n.parent is not None and n.id in y]
+
+def _add_nodes(fig, trace, drawn: list, y: dict, lp: float, *, show_labels: bool, words: dict) -> None:
+    """One marker group per status, coloured by cumulative logprob; the hover shows the score worked out."""
     # one colour scale for the whole search, so a colour means the same score in every frame of Play
     finite = [n.cum_logprob for n in trace.nodes if n.parent is not None and n.cum_logprob is not None
               and math.isfinite(n.cum_logprob)]
@@ -154,11 +171,11 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         group = [n for n in drawn if n.status == status]
         if not group:
             continue
+        labelled = show_labels and status != "pruned"
         fig.add_scatter(
             x=np.array([n.step + 1 for n in group]), y=np.array([y[n.id] for n in group]),
-            mode="markers+text" if show_labels and status != "pruned" else "markers", name=words[status],
-            text=np.array([for_plotly(short_label(n.text)) for n in group], dtype=object)
-            if show_labels and status != "pruned" else None,
+            mode="markers+text" if labelled else "markers", name=words[status],
+            text=np.array([for_plotly(short_label(n.text)) for n in group], dtype=object) if labelled else None,
             # neighbouring columns put their labels on opposite sides, so long words do not run into each other
             textposition=["top center" if n.step % 2 == 0 else "bottom center" for n in group],
             textfont=dict(size=11), cliponaxis=False,     # a label at the edge is drawn whole, never cut
@@ -170,24 +187,26 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
                                                        xpad=12, thickness=14) if first else None),
             hovertext=np.array([hover(n) for n in group], dtype=object), hoverinfo="text")
         first = False
-    if folded:
-        fig.add_scatter(x=[f[0] for f in folded], y=[f[1] for f in folded], mode="markers", name=words["collapsed"],
-                        marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="rgba(128,128,128,0.8)")),
-                        hovertext=[f"+{len(kids)} {words['pruned']}: " + ", ".join(
-                            f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8])
-                            for _, _, _, kids in folded],
-                        hoverinfo="text")
-    # the label runs right from the root, drawn whole: centred on it, half of it fell left of the plot, where a
-    # tree of many steps leaves almost no room (80 steps cut "prompt" to "ompt")
-    fig.add_scatter(x=[0], y=[0], mode="markers+text", name=words["prompt"], text=[words["prompt"]],
-                    textposition="top right", cliponaxis=False, marker=dict(symbol="square", size=12, color="#888"),
-                    hovertext=[for_plotly(trace.prompt[-200:])], hoverinfo="text", showlegend=False)
 
+
+def _add_folded(fig, folded: list, words: dict) -> None:
+    """One ✕ per folded group of pruned children; the hover lists the first eight."""
+    if not folded:
+        return
+    fig.add_scatter(x=[f[0] for f in folded], y=[f[1] for f in folded], mode="markers", name=words["collapsed"],
+                    marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="rgba(128,128,128,0.8)")),
+                    hovertext=[f"+{len(kids)} {words['pruned']}: " + ", ".join(
+                        f"{for_plotly(k.text)} ({_fmt(k.cum_logprob)})" for k in kids[:8])
+                        for _, _, _, kids in folded],
+                    hoverinfo="text")
+
+
+def _lay_out(fig, title: str, upto: int, max_rows: int, words: dict) -> None:
+    """Axes, height by the most rows in a column, and room around the tree for its labels."""
     height = int(min(max(380, 40 * max_rows + 160), 900))
     edge = (max_rows - 1) / 2                 # rows sit at -edge, ..., edge
     fig.update_layout(
-        title=dict(text=words["title"].format(beams=trace.config.num_beams, steps=upto + 1), y=0.98, yref="container",
-                   yanchor="top"),
+        title=dict(text=title, y=0.98, yref="container", yanchor="top"),
         # room right of the last column for its labels, so the colour bar never covers them
         xaxis=dict(title=dict(text=words["x"]), tickmode="linear", dtick=1 if upto < 30 else 5,
                    range=[-0.8, upto + 2.0], zeroline=False),
@@ -197,4 +216,3 @@ def beam_tree_figure(trace, upto_step: int | None = None, length_penalty: float 
         height=height, margin=dict(l=60, r=90, t=100, b=60), hovermode="closest",
         legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
     )
-    return fig

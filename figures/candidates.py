@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from engine.config import WARPED_STRATEGIES
 
 from .labels import for_plotly
+from .words import english
 
 RAW = "#4c78a8"        # blue: readable on white and on Streamlit's dark background
 SHAPED = "#f58518"     # orange
@@ -25,6 +26,11 @@ OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
 MARK = '<span style="color:{colour}">▼</span>'   # a coloured marker before a label in the text colour
 
 
+WORDS = {**english("step", "fig_", ("raw", "shaped", "cut", "cumulative", "threshold", "after_temperature", "chosen",
+                                     "x", "y", "y2", "title", "title_chosen")),
+         **english("served", "fig_", ("other", "other_hover"))}
+
+
 def candidates_figure(step, config=None, *, title: str | None = None, texts: dict | None = None,
                       other: float | None = None) -> go.Figure:
     """Bar chart of `step.candidates` (a Step record). `config` (DecodeConfig) adds the top-p line.
@@ -34,29 +40,50 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     other: the probability the listed candidates leave out (a served model's top-N view): one more
     bar, after the listed ones, that names no token; the cumulative line then ends at 1.
     """
-    words = {"raw": "raw probability", "shaped": "after the strategy", "cut": "cut by truncation",
-             "cumulative": "cumulative raw probability", "threshold": "top-p = {p}", "chosen": "chosen",
-             "x": "candidate token (by raw rank)", "y": "probability", "y2": "cumulative probability",
-             "title": "Step {step}: top {n} candidates",
-             "title_chosen": "Step {step}: top {n} candidates + the chosen (rank {rank})",
-             "other": "other (not listed)", "other_hover": "every token the server did not list: p = {p}"}
-    words.update(texts or {})
+    words = dict(WORDS, **(texts or {}))
     cands = sorted(step.candidates, key=lambda c: c.rank)
     chosen_ids = set(step.chosen_ids[:1])
-    x = list(range(len(cands)))
-    ticks = [f"{c.rank}. {for_plotly(c.text)}" for c in cands]
     hover = [f"<b>{for_plotly(c.text)}</b> (id {c.token_id})<br>rank {c.rank}<br>raw p = {c.prob:.4f}"
              f"<br>logprob = {_fmt(c.logprob)}<br>after strategy p = {c.shaped_prob:.4f}"
              f"<br>{'kept' if c.kept else words['cut']}" for c in cands]
-    raw_colours = [RAW if c.kept else CUT for c in cands]
-    shaped_colours = [SHAPED if c.kept else CUT for c in cands]
-    outline = [3 if c.token_id in chosen_ids else 0 for c in cands]
-
     fig = go.Figure()
-    fig.add_bar(x=x, y=[c.prob for c in cands], name=words["raw"], marker_color=raw_colours,
+    x, ticks = _bars(fig, cands, chosen_ids, hover, other, words)
+    if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
+        _top_p_line(fig, config, len(cands), words)
+    for i, c in enumerate(cands):
+        if c.token_id in chosen_ids:
+            # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
+            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
+                               text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}")
+    top, beyond = top_and_beyond(cands)
+    entries = sum(1 for trace in fig.data if trace.showlegend is not False)
+    extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
+    heading = title or (words["title_chosen"] if beyond else words["title"])
+    fig.update_layout(
+        title=dict(text=heading.format(step=step.index + 1, n=top, rank=", ".join(str(r) for r in beyond)), y=0.97,
+                   yref="container", yanchor="top"),
+        barmode="group", bargap=0.25, height=460 + extra_top, margin=dict(l=60, r=60, t=95 + extra_top, b=110),
+        xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
+        yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
+        yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False,
+                    tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+        legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left"),
+        hovermode="closest", clickmode="event+select",
+    )
+    return fig
+
+
+def _bars(fig: go.Figure, cands: list, chosen_ids: set, hover: list, other: float | None, words: dict) -> tuple:
+    """Raw and shaped bars side by side (cut ones grey, the chosen outlined), the 'other' bar of a served
+    top-N view, the click targets and the cumulative raw line. Returns the x positions and their tick texts."""
+    x = list(range(len(cands)))
+    ticks = [f"{c.rank}. {for_plotly(c.text)}" for c in cands]
+    outline = [3 if c.token_id in chosen_ids else 0 for c in cands]
+    fig.add_bar(x=x, y=[c.prob for c in cands], name=words["raw"], marker_color=[RAW if c.kept else CUT for c in cands],
                 marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
                 customdata=[c.token_id for c in cands], offsetgroup="raw" if other is not None else None)
-    fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"], marker_color=shaped_colours,
+    fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"],
+                marker_color=[SHAPED if c.kept else CUT for c in cands],
                 marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
                 customdata=[c.token_id for c in cands], offsetgroup="shaped" if other is not None else None)
     # legend entry for the grey "cut" colour
@@ -80,39 +107,22 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     _click_targets(fig, x[:len(cands)], [c.token_id for c in cands], hover)
     fig.add_scatter(x=line_x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
                     line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
-    if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
-        # named on the line itself, not in the legend: a fifth legend entry, or a long one, stacks the legend
-        # into rows that squeeze the plot. With a temperature, the label says the line is only a guide here.
-        threshold = words["threshold"].format(p=f"{config.top_p:g}")
-        if config.temperature != 1.0:
-            threshold += words.get("after_temperature", " · it cuts the temperature-scaled curve, not this raw one")
-        fig.add_scatter(x=[-0.5, len(cands) - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
-                        line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
-        # the label under the line (the curve usually runs above it there), in the text colour: a purple line
-        # is a graphic, purple text would be too faint to read
-        fig.add_annotation(x=len(cands) - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
-                           xanchor="right", yanchor="top", font=dict(size=13))
-    for i, c in enumerate(cands):
-        if c.token_id in chosen_ids:
-            # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
-            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
-                               text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}")
-    top, beyond = top_and_beyond(cands)
-    entries = sum(1 for trace in fig.data if trace.showlegend is not False)
-    extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
-    heading = title or (words["title_chosen"] if beyond else words["title"])
-    fig.update_layout(
-        title=dict(text=heading.format(step=step.index + 1, n=top, rank=", ".join(str(r) for r in beyond)), y=0.97,
-                   yref="container", yanchor="top"),
-        barmode="group", bargap=0.25, height=460 + extra_top, margin=dict(l=60, r=60, t=95 + extra_top, b=110),
-        xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45),
-        yaxis=dict(title=dict(text=words["y"]), rangemode="tozero"),
-        yaxis2=dict(title=dict(text=words["y2"]), overlaying="y", side="right", range=[0, 1.05], showgrid=False,
-                    tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
-        legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left"),
-        hovermode="closest", clickmode="event+select",
-    )
-    return fig
+    return x, ticks
+
+
+def _top_p_line(fig: go.Figure, config, n: int, words: dict) -> None:
+    """The top-p threshold on the cumulative axis, named on the line itself, not in the legend: a fifth
+    legend entry, or a long one, stacks the legend into rows that squeeze the plot. With a temperature,
+    the label says the line is only a guide here."""
+    threshold = words["threshold"].format(p=f"{config.top_p:g}")
+    if config.temperature != 1.0:
+        threshold += words["after_temperature"]
+    fig.add_scatter(x=[-0.5, n - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
+                    line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+    # the label under the line (the curve usually runs above it there), in the text colour: a purple line
+    # is a graphic, purple text would be too faint to read
+    fig.add_annotation(x=n - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
+                       xanchor="right", yanchor="top", font=dict(size=13))
 
 
 def _click_targets(fig: go.Figure, x: list, token_ids: list, hover: list) -> None:

@@ -7,7 +7,9 @@ import math
 import plotly.graph_objects as go
 
 from .labels import for_plotly
+from .words import english
 
+WORDS = english("compare", "fig_", ("title", "x", "y", "parts"))
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
 
 
@@ -62,9 +64,7 @@ def _parts_legend(fig: go.Figure, name: str) -> None:
 def lanes_figure(lanes: list, part_steps: dict | None = None, highlight_step: int | None = None,
                  texts: dict | None = None) -> go.Figure:
     """lanes: [(name, trace)]; part_steps: name -> step where the lane parts from greedy (marked ✕)."""
-    words = {"title": "Cumulative logprob of each strategy's text", "x": "step", "y": "cumulative logprob (nats)",
-             "parts": "parts from greedy"}
-    words.update(texts or {})
+    words = dict(WORDS, **(texts or {}))
     part_steps = part_steps or {}
     fig = go.Figure()
     for i, (name, trace) in enumerate(lanes):

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from .words import english
+
+WORDS = english("pipeline", "escape_fig_", ("x", "y", "z", "none", "top_p", "min_p", "best", "run", "title",
+                                                "hover"))
 BEST = "#e45756"
 RUN = "#333333"
 
@@ -18,11 +22,7 @@ def column_label(kind: str, value: float, words: dict) -> str:
 
 def escape_figure(grid, config=None, *, texts: dict | None = None) -> go.Figure:
     """`grid`: an engine.escape.EscapeGrid; `config`: the run's DecodeConfig, to mark its own cell."""
-    words = {"x": "truncation", "y": "temperature", "z": "P(leave)", "none": "none", "top_p": "top-p {value}",
-             "min_p": "min-p {value}", "best": "best", "run": "this run",
-             "title": "Chance of leaving the loop at step {step}",
-             "hover": "temperature {t}, {c}<br>P(another token) = {p}"}
-    words.update(texts or {})
+    words = dict(WORDS, **(texts or {}))
     columns = [column_label(k, v, words) for k, v in grid.columns]
     rows = [f"{t:g}" for t in grid.temperatures]
     hover = [[words["hover"].format(t=rows[r], c=columns[c], p=f"{grid.probs[r][c]:.3f}")

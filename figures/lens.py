@@ -9,18 +9,16 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from .labels import for_plotly
+from .words import english
 
+WORDS = english("pipeline", "lens_fig_", ("x", "y", "emb", "z", "title", "first", "hover"))
 FIRST = "#e45756"
 TEXT_COLUMNS = 24      # beyond this many steps the cells are too narrow for their token text
 
 
 def lens_figure(lens, *, current: int | None = None, texts: dict | None = None) -> go.Figure:
     """`lens`: an engine.lens.Lens; `current`: the step to outline (the page's cursor)."""
-    words = {"x": "step: chosen token", "y": "layer", "emb": "embeddings", "z": "p(chosen)",
-             "title": "Logit lens: where in the network the chosen token wins",
-             "first": "first on top",
-             "hover": "layer {layer}, step {step}<br>top: {top}<br>chosen {chosen}: p = {p}, rank {rank}"}
-    words.update(texts or {})
+    words = dict(WORDS, **(texts or {}))
     rows = [words["emb"]] + [str(i) for i in range(1, lens.layers)]
     columns = [f"{s + 1}: {for_plotly(t)}" for s, t in zip(lens.steps, lens.chosen_texts)]
     z = [[cell.chosen_prob for cell in row] for row in lens.cells]

@@ -9,8 +9,13 @@ from __future__ import annotations
 import html
 import textwrap
 
-BADGE = ("top-{n} from {kind} at {url}: the listed tokens are exact, "
+BADGE = ("top-{n} from {kind} at {url}, {numbers}: the listed tokens are exact, "
          "the other {other} is shown as 'other'")
+# what the numbers are (model_facts["served"]["logprobs"], engine/served/numbers.py): a figure of processed
+# numbers must not read as the model's own distribution
+NUMBERS = {"raw": "raw numbers (before its sampler)",
+           "processed": "PROCESSED numbers (after its sampler, not the model's own distribution)",
+           "unknown": "numbers that may be raw or after its sampler"}
 
 
 def served_facts(trace) -> dict | None:
@@ -25,16 +30,26 @@ def other_mass(step) -> float:
     return max(0.0, 1.0 - sum(c.prob for c in step.candidates))
 
 
-def badge_text(trace, record, template: str = BADGE, **extra) -> str | None:
+def numbers_kind(trace) -> str | None:
+    """'raw', 'processed' or 'unknown' (a trace from before they were recorded) for a served trace; None for
+    a local one."""
+    served = served_facts(trace)
+    if served is None:
+        return None
+    kind = served.get("logprobs")
+    return kind if kind in NUMBERS else "unknown"
+
+
+def badge_text(trace, record, template: str = BADGE, phrases: dict = NUMBERS, **extra) -> str | None:
     """The badge for one step (`record`, a Step) of a served trace (plain text), or None for a local trace.
-    `extra` fills a template's other places."""
+    `phrases` says what the numbers are, per kind (NUMBERS' keys); `extra` fills a template's other places."""
     served = served_facts(trace)
     if served is None:
         return None
     other = other_mass(record) if record is not None else None
     return template.format(n=served.get("top_n", "?"), kind=str(served.get("server", "?")),
                            url=str(served.get("url", "?")), other="?" if other is None else f"{other:.1%}",
-                           **extra)
+                           numbers=phrases[numbers_kind(trace)], **extra)
 
 
 LINE_CHARS = 110      # a subtitle line that fits a chart on a laptop screen

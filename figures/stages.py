@@ -11,7 +11,11 @@ import math
 import plotly.graph_objects as go
 
 from .labels import for_plotly
+from .words import english
 
+WORDS = {**english("pipeline", "stages_fig_", ("x", "y", "kept", "title", "chosen")),
+         **english("pipeline", "stage_", ("raw", "repetition_penalty", "temperature", "top_k", "top_p", "min_p",
+                                          "grammar"))}
 CHOSEN = "#e45756"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#bab0ac")
 SHOWN = 8
@@ -26,11 +30,7 @@ def stage_label(stage, names: dict) -> str:
 
 def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.Figure:
     """Lines across the stages for the `shown` most likely raw candidates of `step` (a Step with stages)."""
-    words = {"raw": "raw", "x": "stage (transformers' order)", "y": "probability", "kept": "kept {n}",
-             "title": "Step {step}: the distribution after each stage", "chosen": "chosen",
-             "repetition_penalty": "penalty {value}", "temperature": "temperature {value}",
-             "top_k": "top-k {value}", "top_p": "top-p {value}", "min_p": "min-p {value}"}
-    words.update(texts or {})
+    words = dict(WORDS, **(texts or {}))
     labels = [words["raw"]] + [stage_label(s, words) for s in step.stages]
     ticks = [labels[0]] + [f"{label}<br>{words['kept'].format(n=f'{s.kept_count:,}')}"
                            for label, s in zip(labels[1:], step.stages)]

@@ -7,25 +7,24 @@ from engine.rerank import MARK, marked_text, parting, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import for_markdown, visible, wrappable
 from engine.budget import step_budget, tokens_within_budget
-from ui.export import export_bar, trace_upload
+from ui.export import export_bar
 from ui.i18n import t
-from ui.present import main_chart, shortcut, stage, stage_row
+from ui.page import open_page
+from ui.present import main_chart, shortcut, stage
 from ui.progress import stopped_note, watched_decode
 from ui.served import served_badge, served_limits, served_trace, with_badge
 from ui.session import (LIGHT_NEW_TOKENS, connected_server, get_lm, keep_or_stop, model_facts_panel,
-                        served_selected, shared_sidebar, sync_url)
+                        served_selected, sync_url)
 from ui.settings import bounds, read
 from ui.strategy import make_config
 
 S = st.session_state
 PLAY_SECONDS = 0.7                 # Play's timer: a step of the tree every 0.7 s
 
-st.title(t("beam.title"))
-row = stage_row(t("beam.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar(LIGHT_NEW_TOKENS, copy_link=True)   # several decodes per run: open short
-with row["upload"]:
-    uploaded = trace_upload("beam_upload", refuse=lambda trace: None if trace.nodes else
-                            t("beam.upload_no_tree", strategy=trace.config.strategy))
+# several decodes per run: open short; the tree's slot is made where the search has ended
+page = open_page("beam", new_tokens=LIGHT_NEW_TOKENS, copy_link=True, slot=False, upload="beam_upload",
+                 refuse=lambda trace: None if trace.nodes else t("beam.upload_no_tree", strategy=trace.config.strategy))
+row, settings, uploaded = page.row, page.settings, page.uploaded
 
 # ---- the search: an uploaded trace, a search on a server, or a search on the shared model ---------
 if uploaded is not None:

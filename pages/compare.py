@@ -6,12 +6,13 @@ from engine.tokens import first_difference
 from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
-from ui.export import export_bar, trace_upload
+from ui.export import export_bar
 from ui.i18n import t
-from ui.present import main_chart, stage, stage_row
+from ui.page import open_page
+from ui.present import main_chart, stage
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
 from ui.session import (LIGHT_NEW_TOKENS, get_lm, keep_or_stop, model_facts_panel, show_error,
-                        needs_weights, shared_sidebar, sync_url)
+                        sync_url)
 from ui.settings import DEFAULT_LANES, LANES, bounds, read
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
@@ -21,12 +22,10 @@ S = st.session_state
 LANE_WIDTH = {"soft": SOFT_WIDTH}  # paths a lane decodes (engine/budget.py); a beam lane: its number of beams
 
 
-st.title(t("compare.title"))
-row = stage_row(t("compare.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar(LIGHT_NEW_TOKENS, copy_link=True)   # several decodes per run: open short
-needs_weights()
-with row["upload"]:
-    uploaded = trace_upload("cmp_upload")
+# several decodes per run: open short; the figure's slot comes after the lane choice below
+page = open_page("compare", new_tokens=LIGHT_NEW_TOKENS, copy_link=True, slot=False, weights=True,
+                 upload="cmp_upload")
+row, settings, uploaded = page.row, page.settings, page.uploaded
 
 # ---- which lanes, with which parameters -------------------------------------------------------
 if "cmp_lanes" not in S:

@@ -10,19 +10,15 @@ from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
-from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
-from ui.session import cached, get_lm, needs_weights, shared_sidebar, sync_url
+from ui.page import open_page, shared_model
+from ui.present import main_chart, scroll_to_section, sized
+from ui.session import cached, sync_url
 from ui.settings import TAUS, bounds, read
 
 
-st.title(t("embedding.title"))
-row = stage_row(t("embedding.intro"), settings=t("present.settings"))
-slot = stage()
-settings = shared_sidebar()
-needs_weights()
-lm = get_lm(settings.model)
-if lm is None:
-    st.stop()
+page = open_page("embedding")
+row, slot, settings = page.row, page.slot, page.settings
+lm = shared_model(settings)
 
 
 

@@ -9,19 +9,15 @@ from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
-from ui.present import main_chart, sized, stage, stage_row
-from ui.session import LIGHT_NEW_TOKENS, cached, get_lm, needs_weights, shared_sidebar, sync_url
+from ui.page import open_page, shared_model
+from ui.present import main_chart, sized
+from ui.session import LIGHT_NEW_TOKENS, cached, sync_url
 from ui.settings import bounds, read
 
 
-st.title(t("kv.title"))
-row = stage_row(t("kv.intro"), settings=t("present.settings"))
-slot = stage()
-settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
-needs_weights()
-lm = get_lm(settings.model)
-if lm is None:
-    st.stop()
+page = open_page("kv", new_tokens=LIGHT_NEW_TOKENS)   # several decodes per run: open short
+row, slot, settings = page.row, page.slot, page.settings
+lm = shared_model(settings)
 
 
 

@@ -9,12 +9,12 @@ from engine.speculative.summary import acceptance
 from figures.labels import duration, for_markdown, for_plotly, one_line, visible
 from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
                                  u_against_ratio)
-from ui.export import export_bar, trace_upload
+from ui.export import export_bar
 from ui.i18n import t
-from ui.present import main_chart, scroll_to_section, sized, stage, stage_row
+from ui.page import open_page, shared_model
+from ui.present import main_chart, scroll_to_section, sized
 from ui.progress import stopped_note, watched_decode
-from ui.session import (LIGHT_NEW_TOKENS, cached, draft_model, get_lm, model_facts_panel, needs_weights, shared_sidebar,
-                        sync_url, url_number)
+from ui.session import LIGHT_NEW_TOKENS, cached, draft_model, model_facts_panel, sync_url, url_number
 from ui.settings import bounds, read
 
 S = st.session_state
@@ -23,20 +23,13 @@ VERIFY = ("greedy", "sample")
 CHUNK = 5000                  # draws per rule between two progress updates
 SIGNIFICANCE = 0.001          # a p-value below this: "the draws leave p"
 
-st.title(t("spec.title"))
-row = stage_row(t("spec.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-slot = stage()
-with row["upload"]:
-    uploaded = trace_upload("sd_upload", refuse=lambda tr: None if tr.rounds else
-                            t("spec.upload_no_rounds", strategy=tr.config.strategy))
-settings = shared_sidebar(LIGHT_NEW_TOKENS)
+page = open_page("spec", new_tokens=LIGHT_NEW_TOKENS, upload="sd_upload",
+                 refuse=lambda tr: None if tr.rounds else t("spec.upload_no_rounds", strategy=tr.config.strategy))
+row, slot, settings, uploaded = page.row, page.slot, page.settings, page.uploaded
 
 lm = plain = None
 if uploaded is None:
-    needs_weights()
-    lm = get_lm(settings.model)
-    if lm is None:
-        st.stop()
+    lm = shared_model(settings)
 # an early exit stops before the last layer: the box holds 1..layers - 1 of the model on screen, and opens a few
 # layers below the top (the first layers of a model not trained to exit early rarely agree with it)
 last_exit = max(lm.facts.layers - 1, 1) if lm is not None else 128

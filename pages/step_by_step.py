@@ -8,13 +8,14 @@ from engine import DecodeScopeError
 from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
-from ui.export import export_bar, trace_upload
+from ui.export import export_bar
 from ui.i18n import t
+from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
-from ui.present import main_figure, shortcut, stage_row
+from ui.present import main_figure, shortcut
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
-                        shared_sidebar, show_error, sync_url)
+                        show_error, sync_url)
 from ui.settings import read
 from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -27,11 +28,8 @@ PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after e
                                    # sleep in stepper_panel sets the pace, so a longer timer only adds to each tick
                                    # (4.6 -> 5.0 steps/s)
 
-st.title(t("step.title"))
-row = stage_row(t("step.intro"), upload=t("export.open_trace"), settings=t("present.settings"))
-settings = shared_sidebar(copy_link=True)
-with row["upload"]:
-    uploaded = trace_upload("sbs_upload")
+page = open_page("step", copy_link=True, slot=False, upload="sbs_upload")   # the chart is placed by its panel
+row, settings, uploaded = page.row, page.settings, page.uploaded
 
 # ---- the stepper: a recorded trace, a decode on a server, or a live decode on the shared model -------
 # a trace only viewed: no branching, no decode from here (Play moves the cursor)

@@ -10,22 +10,21 @@ from figures.structured import feasible_strip
 from ui.export import export_bar
 from ui.grammar_examples import EXAMPLES
 from ui.i18n import t
-from ui.present import main_chart, stage, stage_row
+from ui.page import open_page, shared_model
+from ui.present import main_chart
 from ui.progress import stopped_note, watched_decode
-from ui.session import (cached, get_lm, keep_or_stop, needs_weights, shared_sidebar, sync_long_text, sync_url,
-                        url_number, url_value)
+from ui.session import cached, keep_or_stop, model_facts_panel, sync_long_text, sync_url, url_number, url_value
 
 STRATEGIES = ("greedy", "sample", "beam")
+SHOWN_GRAMMAR = 600        # characters of an uploaded trace's grammar shown above its run
 S = st.session_state
 
-st.title(t("structured.title"))
-row = stage_row(t("structured.intro"), settings=t("present.settings"))
-slot = stage()
-settings = shared_sidebar()
-needs_weights()
-lm = get_lm(settings.model)
-if lm is None:
-    st.stop()
+# a saved constrained trace reopens without the model; any other gets one line
+page = open_page("structured", upload="so_upload",
+                 refuse=lambda tr: None if any(s.grammar is not None for s in tr.steps)
+                 else t("structured.upload_no_mask", strategy=tr.config.strategy))
+row, slot, settings, uploaded = page.row, page.slot, page.settings, page.uploaded
+lm = shared_model(settings) if uploaded is None else None
 
 
 # ---- the grammar -------------------------------------------------------------------------------------
@@ -70,16 +69,28 @@ config = DecodeConfig(strategy=strategy, max_new_tokens=settings.max_new_tokens,
                       chat=settings.chat, top_n=10, num_beams=3, grammar_kind=kind, grammar=text)
 free_config = DecodeConfig(strategy="greedy", max_new_tokens=settings.max_new_tokens, chat=settings.chat, top_n=10)
 
-# ---- the two runs: constrained, and free greedy beside it ---------------------------------------------
-try:
-    config.validate(lm.facts.vocab_size)
-    trace = watched_decode("so_run", lm, settings.prompt, config, t("structured.running"))
-    S["so_last"] = trace
-except DecodeScopeError as exc:          # a bad grammar: one line, and the last result stays
-    keep_or_stop(exc, "so_last" in S)
-    trace = S["so_last"]
-free = cached("so_free", (lm.name, settings.prompt, free_config),
-              lambda: watched_decode("so_free_run", lm, settings.prompt, free_config, t("structured.running_free")))
+# ---- the two runs: constrained, and free greedy beside it (an uploaded trace: its own run, nothing beside) ----
+free = None
+if uploaded is not None:
+    model_facts_panel(uploaded.model_facts)
+    trace = uploaded
+    st.info(t("structured.viewing_upload", kind=t("structured.kind_" + trace.config.grammar_kind),
+              strategy=t("structured.strategy_" + trace.config.strategy) if trace.config.strategy in STRATEGIES
+              else trace.config.strategy))
+    grammar = trace.config.grammar              # the file's own grammar, as literal text (bounded on screen)
+    st.code(grammar if len(grammar) <= SHOWN_GRAMMAR else grammar[:SHOWN_GRAMMAR] + " …", language=None,
+            wrap_lines=True)
+else:
+    try:
+        config.validate(lm.facts.vocab_size)
+        trace = watched_decode("so_run", lm, settings.prompt, config, t("structured.running"))
+        S["so_last"] = trace
+    except DecodeScopeError as exc:          # a bad grammar: one line, and the last result stays
+        keep_or_stop(exc, "so_last" in S)
+        trace = S["so_last"]
+    free = cached("so_free", (lm.name, settings.prompt, free_config),
+                  lambda: watched_decode("so_free_run", lm, settings.prompt, free_config,
+                                         t("structured.running_free")))
 steps = [s for s in trace.steps if s.grammar is not None]
 if not steps:
     st.stop()
@@ -105,15 +116,18 @@ else:
     st.success(t("structured.valid", why=for_markdown(why)))
 
 left, right = st.columns(2)
-cost = free.best.cum_logprob - trace.best.cum_logprob
 left.markdown(t("structured.constrained_text", text=one_line(trace.best.text)))
 left.metric(t("structured.logprob"), f"{trace.best.cum_logprob:.2f}", help=t("structured.logprob_help"))
-right.markdown(t("structured.free_text", text=one_line(free.best.text)))
-right.metric(t("structured.logprob"), f"{free.best.cum_logprob:.2f}", delta=f"{cost:+.2f}", delta_color="off",
-             help=t("structured.cost_help"))
-free_valid, free_why = output_check(config.grammar_kind, config.grammar, free.best.text)
-st.markdown(t("structured.cost_line", cost=f"{cost:.2f}", free_valid=t(f"structured.free_valid_{free_valid}"),
-              why=for_markdown(free_why)))
+if free is None:
+    right.caption(t("structured.free_needs_model"))
+else:
+    cost = free.best.cum_logprob - trace.best.cum_logprob
+    right.markdown(t("structured.free_text", text=one_line(free.best.text)))
+    right.metric(t("structured.logprob"), f"{free.best.cum_logprob:.2f}", delta=f"{cost:+.2f}", delta_color="off",
+                 help=t("structured.cost_help"))
+    free_valid, free_why = output_check(config.grammar_kind, config.grammar, free.best.text)
+    st.markdown(t("structured.cost_line", cost=f"{cost:.2f}", free_valid=t(f"structured.free_valid_{free_valid}"),
+                  why=for_markdown(free_why)))
 
 # ---- one step: the candidates before and after the mask ---------------------------------------------------
 st.subheader(t("structured.step_header"))
@@ -125,8 +139,9 @@ if len(steps) > 1:
 step = steps[at]
 g = step.grammar
 c1, c2, c3 = st.columns(3)
+vocab = lm.facts.vocab_size if lm is not None else trace.model_facts.get("vocab_size")
 c1.metric(t("structured.allowed"), f"{g.allowed:,}",
-          help=t("structured.allowed_help", vocab=f"{lm.facts.vocab_size:,}"))
+          help=t("structured.allowed_help", vocab=f"{vocab:,}" if isinstance(vocab, int) else "?"))
 c2.metric("Z_t", f"{g.feasible_mass:.4g}", help=t("structured.z_help"))
 c3.metric(t("structured.forced"), t("structured.yes") if g.forced else t("structured.no"),
           help=t("structured.forced_help"))
@@ -142,7 +157,10 @@ for cand in sorted(step.candidates, key=lambda c: c.rank):
 st.markdown("\n".join(rows))
 st.caption(t("structured.table_caption"))
 
-# ---- the token boundary -----------------------------------------------------------------------------------
+# ---- the token boundary (it needs the model's tokenizer) -----------------------------------------------------
+if lm is None:
+    export_bar(trace, strip, "structured", key="so_export")
+    st.stop()
 ids = [i for i in trace.best.token_ids if i not in lm.eos_token_ids]
 own = lm.tokenizer.encode(lm.tokenizer.decode(ids, skip_special_tokens=True), add_special_tokens=False)
 split = first_difference(ids, own)

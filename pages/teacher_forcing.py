@@ -13,16 +13,15 @@ from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.i18n import t
-from ui.present import main_chart, sized, stage, stage_row
+from ui.page import open_page
+from ui.present import main_chart, sized
 from ui.served import served_teacher
 from ui.session import (DEMO_REFERENCES, LIGHT_NEW_TOKENS, cached, connected_server, demo_reference, get_lm,
-                        reference_within_limit, served_selected, shared_sidebar, show_error, sync_long_text, sync_url)
+                        reference_within_limit, served_selected, show_error, sync_long_text, sync_url)
 from ui.settings import bounds, read
 
-st.title(t("teacher.title"))
-row = stage_row(t("teacher.intro"), settings=t("present.settings"))
-slot = stage()
-settings = shared_sidebar(LIGHT_NEW_TOKENS)   # several decodes per run: open short
+page = open_page("teacher", new_tokens=LIGHT_NEW_TOKENS)   # several decodes per run: open short
+row, slot, settings = page.row, page.slot, page.settings
 served = served_selected()                    # a served model scores the reference only (section 1)
 lm = None if served else get_lm(settings.model)
 if lm is None and not served:

@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random models (see tiny_models.py), the bundled model, and servers (served_fixtures.py)."""
+"""Shared fixtures: tiny random models (see tiny_models.py), a stand-in for the bundled model's load path, the bundled
+models themselves, and servers (served_fixtures.py)."""
 from __future__ import annotations
 
 import pytest
@@ -31,6 +32,25 @@ def tiny_llama_folder(tmp_path_factory):
     lm.model.save_pretrained(folder)
     lm.tokenizer.save_pretrained(folder)
     return lm, str(folder)
+
+
+@pytest.fixture
+def fake_bundled(monkeypatch, tmp_path):
+    """(cache folder, de-quantise calls): the bundled path of load_model on the tiny Llama."""
+    import engine.model.loading
+
+    monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
+    target = tmp_path / "cache" / "tiny-bundled-v1-1234"
+    monkeypatch.setattr(engine.model.loading, "bundled_cache_dir", lambda which=None: target)
+    calls = []
+
+    def dequantise(report, which=None):
+        calls.append(1)
+        lm = tiny_llama()
+        return lm.model, lm.tokenizer
+
+    monkeypatch.setattr(engine.model.loading, "dequantise", dequantise)
+    return target, calls
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import json
+import math
 import os
 import threading
 import time
@@ -118,3 +119,47 @@ def stub_server():
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+# ---- a stand-in playing vLLM under each --logprobs-mode ---------------------------------------------------
+VLLM_LOGITS = {" Paris": 3.0, " the": 2.2, " a": 1.5, " Lyon": 0.7, " not": 0.1, " one": -0.4}
+VLLM_MINUS_INF = -9999.0          # how vLLM writes a removed token's log-probability (JSON has no -inf)
+
+
+def _log_softmax(scores: dict) -> dict:
+    finite = [v for v in scores.values() if v != -math.inf]
+    top = max(finite)
+    log_total = top + math.log(sum(math.exp(v - top) for v in finite))
+    return {t: v - log_total if v != -math.inf else -math.inf for t, v in scores.items()}
+
+
+def vllm_like(mode: str = "raw_logprobs", logits: dict = VLLM_LOGITS):
+    """A completion function (for stub_server, with owned_by="vllm") that answers as vLLM does when started
+    with `--logprobs-mode mode`: every step's next-token logits are `logits`. A greedy request (temperature 0)
+    sees them as they are; a sampled one has them divided by its temperature, then cut by its top_k and min_p
+    (a removed token is minus infinity). raw_* modes report the logits before that chain, processed_* after
+    it, *_logprobs as log-softmax, *_logits as they are; minus infinity is written -9999. The token
+    'sampled' is the most likely one left (every listed number is what the mode says either way)."""
+    def complete(payload):
+        temperature, top_k = payload.get("temperature", 1.0), payload.get("top_k", -1)
+        chain = dict(logits)
+        if temperature > 0:
+            chain = {t: v / temperature for t, v in chain.items()}
+            if top_k > 0:
+                kth = sorted(chain.values(), reverse=True)[min(top_k, len(chain)) - 1]
+                chain = {t: v if v >= kth else -math.inf for t, v in chain.items()}
+            if payload.get("min_p", 0.0) > 0:
+                floor = max(chain.values()) + math.log(payload["min_p"])
+                chain = {t: v if v >= floor else -math.inf for t, v in chain.items()}
+        shown = chain if mode.startswith("processed") else dict(logits)
+        if mode.endswith("logprobs"):
+            shown = _log_softmax(shown)
+        shown = {t: max(v, VLLM_MINUS_INF) for t, v in shown.items()}
+        chosen = max(chain, key=chain.get)
+        top = dict(sorted(shown.items(), key=lambda p: -p[1])[:payload.get("logprobs", 1)])
+        top[chosen] = shown[chosen]
+        n = payload.get("max_tokens", 1)
+        return {"choices": [{"text": chosen * n, "finish_reason": "length", "logprobs": {
+            "tokens": [chosen] * n, "token_logprobs": [shown[chosen]] * n, "top_logprobs": [top] * n,
+            "text_offset": list(range(n))}}]}
+    return complete

@@ -40,6 +40,17 @@ def examples(full: int) -> int:
     return max(full // 6, 10) if QUICK else full
 
 
+def spread(values, keep: int) -> list:
+    """The cases of a test that tries every page (or every fault) the same way: all of them in `make test`,
+    `keep` of them spread over the list in `make check` (the first always among them), which the full run
+    then covers again. For tests whose cases differ only in where the same check is made."""
+    values = list(values)
+    if not QUICK or keep >= len(values):
+        return values
+    step = len(values) / keep
+    return [values[int(i * step)] for i in range(keep)]
+
+
 def register(config) -> None:
     for name, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {meaning}")
@@ -61,7 +72,7 @@ def tiers_of(item) -> set:
     if module is not None:
         if "AppTest" in vars(module):
             found.add("apptest")
-        if {"subprocess", "run_cli"} & set(vars(module)):
+        if {"subprocess", "run_cli", "cli_in_process", "decode_process"} & set(vars(module)):
             found.add("cli")
     if not found:
         found.add("tiny")

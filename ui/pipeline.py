@@ -23,7 +23,7 @@ from engine.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
 from figures.lens import lens_figure
-from figures.served import badge_text, served_facts, with_badge
+from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.stages import stage_label, stages_figure
 from ui.chart import show_figure
 from ui.i18n import t
@@ -197,7 +197,8 @@ def render_escape(trace: Trace, key: str, can_decode: bool, on_decode=None, lm: 
         elif grid.recorded_mass < 0.999:
             st.caption(t("pipeline.escape_tail", share=f"{grid.recorded_mass:.1%}"))
         words = _words("escape_fig_", ("x", "y", "z", "none", "top_p", "min_p", "best", "run", "title", "hover"))
-        badge = badge_text(trace, trace.steps[grid.step], t("served.badge"))
+        badge = badge_text(trace, trace.steps[grid.step], t("served.badge"),
+                           {kind: t(f"served.numbers_{kind}") for kind in NUMBERS})
         if badge is not None:
             st.info(for_markdown(badge), icon="📡")
         fig = with_badge(escape_figure(grid, trace.config, texts=words), badge)

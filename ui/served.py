@@ -14,7 +14,7 @@ from engine import DecodeConfig, DecodeScopeError, Trace
 from engine.served import Server, ServedError
 from engine.served.teacher import served_teacher_force
 from figures.labels import for_markdown
-from figures.served import badge_text, served_facts, with_badge
+from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.teacher import reference_bars
 from ui.i18n import t
 from ui.present import main_chart
@@ -50,11 +50,16 @@ def served_trace(name: str, server: Server, prompt: str, config: DecodeConfig) -
     return trace
 
 
+def number_phrases() -> dict:
+    """What a served trace's numbers are (raw, processed, unknown), in the interface's language, for the badge."""
+    return {kind: t(f"served.numbers_{kind}") for kind in NUMBERS}
+
+
 def served_badge(trace, record, box=None, **extra) -> str | None:
     """The badge of a figure drawn from a served trace, shown above it (literal text); None, and nothing
     shown, for a local trace. `extra` fills a template's other places (the beam page's step)."""
     template = t("served.badge_beam") if "step" in extra else t("served.badge")
-    text = badge_text(trace, record, template, **extra)
+    text = badge_text(trace, record, template, number_phrases(), **extra)
     if text is not None:
         (box or st).info(for_markdown(text), icon="📡")
     return text
@@ -65,7 +70,7 @@ def served_limits(box=None) -> None:
     (box or st).info(t("served.cannot"), icon="ℹ️")
 
 
-__all__ = ["served_trace", "served_badge", "served_limits", "served_facts", "with_badge"]
+__all__ = ["served_trace", "served_badge", "served_limits", "served_facts", "with_badge", "number_phrases"]
 
 
 def served_teacher(server: Server | None, prompt: str, reference: str, slot=None) -> None:

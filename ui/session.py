@@ -18,6 +18,7 @@ from engine import DEFAULT_MODEL, ConfigError, DecodeScopeError, ModelLoadError,
 from engine.config import MAX_NEW_TOKENS
 from engine.model import BUNDLED, DTYPES, LoadedModel, bundled_named
 from engine.served import Server, ServedError, check_url
+from engine.served.numbers import LEARNT, NUMBERS, UNKNOWN
 from engine.tokens import unpaired_surrogate
 from figures.labels import for_markdown
 from ui.i18n import LANGUAGES, language, t
@@ -555,9 +556,12 @@ def model_facts_panel(facts) -> None:
     served = get("served")
     if isinstance(served, dict):         # a model on a server: what the server said, as literal text
         with st.sidebar.expander(t("common.model_facts"), expanded=False):
+            numbers = served.get("logprobs") if served.get("logprobs") in NUMBERS else UNKNOWN
+            how = served.get("logprobs_from") if served.get("logprobs_from") in LEARNT else UNKNOWN
             st.markdown(t("served.facts", model=for_markdown(str(get("name") or "?")),
                           kind=for_markdown(str(served.get("server") or "?")),
-                          url=for_markdown(str(served.get("url") or "?")), n=_count(served.get("top_n"))))
+                          url=for_markdown(str(served.get("url") or "?")), n=_count(served.get("top_n")),
+                          numbers=t(f"served.numbers_{numbers}"), how=t(f"served.how_{how}")))
         return
     kv = get("kv_bytes_per_token")
     with st.sidebar.expander(t("common.model_facts"), expanded=False):

@@ -27,6 +27,7 @@ import httpx2
 
 from ..errors import DecodeScopeError
 from ..safe_text import clean_text, printable
+from . import numbers as nums
 
 MAX_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 300
@@ -108,6 +109,8 @@ class Server:
         self._ids: dict[str, int] = {}             # token text -> id, learnt from the tokenizer endpoint
         self._tokenize_route: int | None = None     # which tokenizer endpoint answers (NO_TOKENIZER: none)
         self._bos_ids: list | None = None
+        # raw or processed numbers, and how that was learnt (numbers.py); connect sets them
+        self.numbers, self.numbers_from = nums.learnt_without_probe(kind) or (nums.UNKNOWN, nums.UNKNOWN)
 
     @classmethod
     def connect(cls, url: str, model: str | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> "Server":
@@ -141,7 +144,27 @@ class Server:
         owner = next(e.get("owned_by") for e in entries if clean_text(e["id"]) == model)
         owner = owner if isinstance(owner, str) else ""          # a list, a dict, a number: an unknown server
         kind = {"vllm": "vllm", "llamacpp": "llama.cpp"}.get(owner, "llama-cpp-python" if owner == "me" else "openai")
-        return cls(base, model, kind, timeout)
+        server = cls(base, model, kind, timeout)
+        if nums.learnt_without_probe(kind) is None:
+            server.numbers, server.numbers_from = server.probe_numbers(), nums.PROBED
+        return server
+
+    def probe_numbers(self) -> str:
+        """Raw or processed, from one one-token request whose two readings cannot agree (numbers.py). A server
+        that returns logits is refused: every figure reads the numbers as probabilities."""
+        answer = self._call("POST", "/v1/completions", self._payload(nums.PROBE_PROMPT, **nums.PROBE_SETTINGS))
+        logprobs = self._choice(answer).get("logprobs")
+        tops = logprobs.get("top_logprobs") if isinstance(logprobs, dict) else None
+        top = tops[0] if isinstance(tops, list) and tops else None
+        if not isinstance(top, dict) or len(top) > 1000 or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in top.values()):
+            raise ServedError(f"server at {self.url} gave no logprobs for a one-token request; it must support "
+                              "the completions 'logprobs' field")
+        verdict = nums.read_probe([float(v) for v in top.values()], conclusive_raw=self.kind == "vllm")
+        if verdict == nums.LOGITS:
+            raise ServedError(f"server at {self.url} returns logits, not log-probabilities (vLLM's --logprobs-mode "
+                              "raw_logits or processed_logits); start it with --logprobs-mode raw_logprobs")
+        return verdict
 
     # ---- facts ---------------------------------------------------------------------
     @property
@@ -152,7 +175,8 @@ class Server:
     def facts(self, top_n: int) -> dict:
         """The model facts a served trace carries: what it is and how exact its numbers are."""
         return {"name": self.model, "served": {"url": self.url, "server": self.kind, "top_n": top_n,
-                                                "exact": False}}
+                                                "exact": False, "logprobs": self.numbers,
+                                                "logprobs_from": self.numbers_from}}
 
     # ---- requests --------------------------------------------------------------------
     def _payload(self, prompt: str, *, max_tokens: int, logprobs: int, temperature: float = 0.0, top_k: int = 0,
@@ -167,6 +191,8 @@ class Server:
             payload["repetition_penalty"] = repetition_penalty
         else:
             payload["repeat_penalty"] = repetition_penalty
+        if self.kind == "llama.cpp":
+            payload["post_sampling_probs"] = False     # the raw distribution, which every figure reads
         if seed is not None:
             payload["seed"] = seed
         return payload

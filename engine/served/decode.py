@@ -10,7 +10,9 @@ What each strategy does there:
 Differences from a local trace, each said in `model_facts["served"]`: probabilities are exact
 for the listed tokens only, the rest is one "other" mass; the shaped distribution is worked out
 here from the top-N alone; token ids come from the server's tokenizer, or, for a text that is not
-one token there, from a range above every real vocabulary (`text_ids_from`).
+one token there, from a range above every real vocabulary (`text_ids_from`); and whether the server's
+numbers are raw or come after its own sampler chain (`logprobs`, numbers.py): processed ones are shaped
+already, so they are recorded as they came and not shaped again.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequen
 from ..config import FEEDBACK_STRATEGIES, DecodeConfig
 from ..runner import versions
 from .client import Server, ServedError, TopN, answers_checked
+from .numbers import PROCESSED
 from ..shaping import build_processors, entropy, shape
 from ..trace import Candidate, Node, Sequence, Step, Trace
 
@@ -100,6 +103,7 @@ def served_decode(server: Server, prompt: str, config: DecodeConfig, on_step=Non
 def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int, names: TokenIds, on_step):
     """One streamed request: each token's step is recorded as it arrives; on_step returning False stops."""
     sampling = config.strategy == "sample"
+    processed = server.numbers == PROCESSED
     tokens = server.stream(
         prompt, max_tokens=config.max_new_tokens, logprobs=top_n,
         temperature=config.temperature if sampling else 0.0,
@@ -113,7 +117,7 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
                 break
             now = time.perf_counter()
             # ids only from what is known already: a request to the server now would cut its stream short
-            steps.append(step_from(position, len(steps), config, top_n, names.known, now - t0))
+            steps.append(step_from(position, len(steps), config, top_n, names.known, now - t0, processed))
             positions.append(position)
             seconds.append(now - t0)
             t0 = now
@@ -124,7 +128,7 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
         raise
     finally:
         tokens.close()                 # a stop closes the connection; the server stops decoding
-    steps = [step_from(p, i, config, top_n, names, s) for i, (p, s) in enumerate(zip(positions, seconds))]
+    steps = [step_from(p, i, config, top_n, names, s, processed) for i, (p, s) in enumerate(zip(positions, seconds))]
     return steps, [_sequence(positions, steps)]
 
 
@@ -135,15 +139,17 @@ def _sequence(positions: list, steps: list) -> Sequence:
 
 
 def step_from(position: TopN, index: int, config: DecodeConfig, top_n: int, names: TokenIds,
-              seconds: float = 0.0) -> Step:
+              seconds: float = 0.0, processed: bool = False) -> Step:
     """One recorded step from a server's top-N: raw probabilities as reported, the shaped ones
-    worked out over the listed tokens only (the "other" mass cannot be shaped: nothing names it)."""
+    worked out over the listed tokens only (the "other" mass cannot be shaped: nothing names it).
+    `processed`: the server reported its numbers after its own sampler chain (numbers.py); they are
+    shaped already, so they are not shaped again, and the raw ones are not known."""
     pairs = list(position.top[:top_n])
     if position.text not in dict(pairs):
         pairs.append((position.text, position.logprob))
     logprobs = torch.tensor([lp for _, lp in pairs], dtype=torch.float64)
     probs = logprobs.exp()
-    shaped = _shaped(config, logprobs)
+    shaped = torch.softmax(logprobs, -1) if processed else _shaped(config, logprobs)
     candidates, seen = [], set()
     for rank, ((text, logprob), p, q) in enumerate(zip(pairs, probs.tolist(), shaped.tolist()), start=1):
         token_id = names(text)
@@ -188,22 +194,7 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
     try:
         for t in range(config.max_new_tokens):
             t0 = time.perf_counter()
-            table = torch.full((B, K), NEG, dtype=torch.float32)
-            texts = [[""] * K for _ in range(B)]
-            ends = torch.zeros(B, K, dtype=torch.bool)
-            views = {}
-            for b in range(B if t else 1):
-                _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
-                                                       temperature=0.0)
-                if not positions or not positions[0].top:
-                    raise ServedError(f"server at {server.url} gave no candidates for beam {b + 1} at step {t + 1}")
-                view = positions[0]
-                views[b] = view
-                for j, (text, lp) in enumerate(view.top[:K]):
-                    table[b, j] = lp + float(running_scores[b])
-                    texts[b][j] = text
-                    # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
-                    ends[b, j] = text == "" and (j > 0 or reason == "stop")
+            table, texts, ends, views = _continuations(server, prompt, running, running_scores, t, K)
             top_scores, top_beam, top_col = top_k_continuations(table, K)
             reached_stop = torch.tensor([bool(ends[b, c]) or t + 1 >= config.max_new_tokens
                                  for b, c in zip(top_beam.tolist(), top_col.tolist())])
@@ -214,17 +205,10 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                 early_stopping=config.early_stopping, can_improve=can_improve)
             entered = {i - B for i in merged.tolist() if i >= B and bool(just_done[i - B])}
             kept = set(pick.tolist())
-            node_ids = []
-            for pos in range(K):
-                b, c = int(top_beam[pos]), int(top_col[pos])
-                text = texts[b][c]
-                status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
-                nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=t, token_id=names(text), text=text,
-                                  logprob=float(top_scores[pos]) - float(running_scores[b]),
-                                  cum_logprob=float(top_scores[pos]),
-                                  score=beam_score(float(top_scores[pos]), length, config.length_penalty),
-                                  length=length, status=status, beam=b, rank=pos + 1))
-                node_ids.append(nodes[-1].id)
+            candidates = [(int(top_beam[pos]), texts[int(top_beam[pos])][int(top_col[pos])], float(top_scores[pos]))
+                          for pos in range(K)]
+            node_ids = _record_nodes(nodes, candidates, running_nodes, running_scores, kept=kept, entered=entered,
+                                     step=t, config=config, names=names)
             continuations = [(running[int(top_beam[p])] + [texts[int(top_beam[p])][int(top_col[p])]],
                               float(top_scores[p]), node_ids[p]) for p in range(K)]
             done = [done[i] if i < B else (continuations[i - B] if (i - B) in entered else None)
@@ -236,7 +220,8 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
             running_scores = new_scores
             view = views[best_parent]       # the distribution shown: the one the new best beam extends
             best = view.top[best_col] if best_col < len(view.top) else (texts[best_parent][best_col], NEG)
-            step = step_from(TopN(*best, top=view.top), t, config, K, names, time.perf_counter() - t0)
+            step = step_from(TopN(*best, top=view.top), t, config, K, names, time.perf_counter() - t0,
+                             server.numbers == PROCESSED)
             step = dataclasses.replace(step, chosen_ids=[names(seq[-1]) for seq in running],
                                        chosen_texts=[seq[-1] for seq in running], beam_node_ids=list(running_nodes))
             steps.append(step)
@@ -253,6 +238,45 @@ def _beam(server: Server, prompt: str, config: DecodeConfig, names: TokenIds, on
                                                      running_nodes, names.known))
         raise
     return steps, nodes, _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names)
+
+
+def _continuations(server: Server, prompt: str, running: list, running_scores: torch.Tensor, t: int, K: int):
+    """Each running beam's top-K continuations from the server, as the local search's [B, K] table of
+    cumulative scores; also their texts, which of them end the text, and each beam's answer (TopN).
+    Only beam 0 is asked at the first step (the others hold the same prompt)."""
+    B = len(running)
+    table = torch.full((B, K), NEG, dtype=torch.float32)
+    texts = [[""] * K for _ in range(B)]
+    ends = torch.zeros(B, K, dtype=torch.bool)
+    views = {}
+    for b in range(B if t else 1):
+        _, positions, reason = server.complete(prompt + "".join(running[b]), max_tokens=1, logprobs=K,
+                                               temperature=0.0)
+        if not positions or not positions[0].top:
+            raise ServedError(f"server at {server.url} gave no candidates for beam {b + 1} at step {t + 1}")
+        views[b] = positions[0]
+        for j, (text, lp) in enumerate(positions[0].top[:K]):
+            table[b, j] = lp + float(running_scores[b])
+            texts[b][j] = text
+            # the end of text prints nothing; the top-1 one is confirmed by the server's finish_reason
+            ends[b, j] = text == "" and (j > 0 or reason == "stop")
+    return table, texts, ends, views
+
+
+def _record_nodes(nodes: list, candidates: list, running_nodes: list, running_scores: torch.Tensor, *, kept: set,
+                  entered: set, step: int, config: DecodeConfig, names: TokenIds) -> list:
+    """One tree node per candidate (beam, text, cumulative score), best first: kept (it runs on), finished
+    (it entered the finished hypotheses) or pruned. Returns the new nodes' ids."""
+    length = step + 1
+    ids = []
+    for pos, (b, text, cum) in enumerate(candidates):
+        status = "kept" if pos in kept else ("finished" if pos in entered else "pruned")
+        nodes.append(Node(id=len(nodes), parent=running_nodes[b], step=step, token_id=names(text), text=text,
+                          logprob=cum - float(running_scores[b]), cum_logprob=cum,
+                          score=beam_score(cum, length, config.length_penalty), length=length, status=status,
+                          beam=b, rank=pos + 1))
+        ids.append(nodes[-1].id)
+    return ids
 
 
 def _beam_sequences(config, done, done_scores, running, running_scores, running_nodes, names) -> list:

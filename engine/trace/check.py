@@ -22,6 +22,7 @@ import re
 
 from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, STAGE_NAMES
 from ..errors import TraceFormatError, quoted
+from ..served.numbers import LEARNT, NUMBERS
 from .mask import unpack_mask
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
@@ -40,6 +41,9 @@ FACT_TYPES = {"name": str, "architecture": str, "dtype": str, "has_chat_template
               "parameters": int, "vocab_size": int, "layers": int, "hidden_size": int, "heads": int,
               "kv_heads": int, "head_dim": int, "dtype_bytes": int, "context_length": int,
               "kv_bytes_per_token": int}
+# model_facts["served"] keys the pages and the CLI read: type, and the values allowed (or the longest text)
+SERVED_TYPES = {"server": (str, 40), "url": (str, 2_000), "top_n": (int, MAX_TOP_N), "exact": (bool, None),
+                "text_ids_from": (int, MAX_TOKEN_ID), "logprobs": (str, NUMBERS), "logprobs_from": (str, LEARNT)}
 
 
 class _Problem(Exception):
@@ -89,11 +93,35 @@ class _Checker:
                 _fail(f"model fact '{key}' must be a whole number of at least 0, got {quoted(value)}")
             if kind is not int and not isinstance(value, kind):
                 _fail(f"model fact '{key}' must be {'text' if kind is str else 'true or false'}, got {quoted(value)}")
+        self.served()
         vocab = self.trace.model_facts.get("vocab_size")
         if vocab is not None:
             if vocab < 1:
                 _fail(f"model fact 'vocab_size' must be at least 1, got {vocab}")
             self.vocab = vocab
+
+    def served(self) -> None:
+        """A served trace's facts: each key the pages read of its type and within its bounds; a trace from
+        before the server's numbers were recorded (no 'logprobs') still reads, as numbers of unknown kind."""
+        served = self.trace.model_facts.get("served")
+        if served is None:
+            return
+        if not isinstance(served, dict):
+            _fail(f"model fact 'served' must be an object, got {quoted(served)}")
+        for key, (kind, bound) in SERVED_TYPES.items():
+            value = served.get(key)
+            if value is None:
+                continue
+            where = f"model fact 'served.{key}'"
+            if kind is int:
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+                    _fail(f"{where} must be a whole number from 0 to {bound:,}, got {quoted(value)}")
+            elif not isinstance(value, kind):
+                _fail(f"{where} must be {'text' if kind is str else 'true or false'}, got {quoted(value)}")
+            elif isinstance(bound, tuple) and value not in bound:
+                _fail(f"{where} must be one of {', '.join(bound)}, got {quoted(value)}")
+            elif isinstance(bound, int) and kind is str and len(value) > bound:
+                _fail(f"{where} is {len(value):,} characters; the limit is {bound:,}")
 
     def token(self, token_id: int, where: str, what: str = "token") -> None:
         if self.vocab is not None:

@@ -64,8 +64,8 @@ def test_nested_imports_are_found(tmp_path):
     source = tmp_path / "script.py"
     source.write_text("import json\n"
                       "def main():\n"
-                      "    from test_explain import loop_trace\n"
+                      "    from trace_builders import loop_trace\n"
                       "    def inner():\n"
                       "        import tiny_models, os.path\n"
                       "    from . import sibling\n", encoding="utf-8")
-    assert nested_imports(source) == {"test_explain", "tiny_models", "os.path"}
+    assert nested_imports(source) == {"trace_builders", "tiny_models", "os.path"}

@@ -26,7 +26,8 @@ START_TIMEOUT_S = 180          # the server answering /_stcore/health
 MODEL_TIMEOUT_MS = 300_000     # a cold first load de-quantises the bundled model (~30-45 s, slower on a busy CI)
 STEP_TIMEOUT_MS = 120_000      # one rerun with a few forward passes, on a loaded 2-core machine
 
-PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "interview"]
+PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "structured",
+         "speculative", "interview"]
 
 
 def existing_pages() -> list:

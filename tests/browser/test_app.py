@@ -75,6 +75,7 @@ def test_first_load_shows_a_progress_bar_then_the_page(browser, tmp_path):
 PAGE_SIGN = {"step_by_step": "[data-testid='stPlotlyChart'] .main-svg", "beam_tree": ".st-key-beam_chart .main-svg",
              "compare": ".st-key-cmp_chart .main-svg", "expected_embedding": ".st-key-ee_lane_chart .main-svg",
              "teacher_forcing": ".st-key-tf_forced_chart .main-svg", "kv_cache": ".st-key-kv_rows_chart .main-svg",
+             "structured": ".st-key-so_strip .main-svg", "speculative": ".st-key-sd_strip .main-svg",
              "interview": "h1"}
 
 

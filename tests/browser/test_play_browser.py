@@ -6,7 +6,7 @@ Reference: the hand-made trace's own number of steps.
 from __future__ import annotations
 
 from browser_helpers import STEP_TIMEOUT_MS, assert_no_exception, open_page, upload
-from test_play_recorded import PROBS, hand_made_trace
+from trace_builders import PLAY_PROBS as PROBS, hand_made_trace
 
 
 def test_play_advances_an_uploaded_trace_to_its_last_step(page, server, tmp_path):

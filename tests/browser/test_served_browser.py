@@ -24,12 +24,15 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     badge = page.locator("[data-testid='stAlertContentInfo']").filter(has_text="top-8 from llama-cpp-python")
     assert badge.count() == 1
     text = badge.inner_text().replace(WORD_JOINER, "")
-    assert f"top-8 from llama-cpp-python at {llama_server}: the listed tokens are exact, the other " in text
+    assert (f"top-8 from llama-cpp-python at {llama_server}, raw numbers (before its sampler): the listed tokens "
+            "are exact, the other ") in text
     other = re.search(r"the other (\d+\.\d)% is shown as 'other'", text)
     assert other and 0.0 < float(other.group(1)) < 100.0, text
     labels = chart_texts(page, "other (not listed)")
     assert "other (not listed)" in labels, labels                # the x tick of the 'other' bar
-    assert any("the listed tokens are exact" in t for t in labels), labels     # the badge on the figure itself
+    # the badge on the figure itself, in lines of at most 110 characters (a line's end reads as no space)
+    shown = "".join(labels).replace(" ", "")
+    assert "rawnumbers(beforeitssampler):thelistedtokensareexact" in shown, labels
     assert page.get_by_text(
         "no sampler stages, no logit lens, no KV cache view, no expected embedding").first.is_visible()
     screenshot(page, "served_step_by_step")

@@ -7,15 +7,14 @@ with HF_HUB_OFFLINE=1 so nothing touches the network.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import re
-import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_error_line, cli_in_process, decode_process
 from engine import ConfigError, DecodeConfig, ModelLoadError, Trace, TraceFormatError, load_model
 from engine import decode
 from engine.trace import MAX_TRACE_BYTES
@@ -372,43 +371,6 @@ CLI = ROOT / "engine" / "__main__.py"
 needs_cli = pytest.mark.skipif(not CLI.is_file(), reason="engine/__main__.py (the CLI) is not written yet")
 
 
-class Result:
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def cli_in_process(capsys, monkeypatch, *args, model=None):
-    from engine.__main__ import main
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    argv = ["decode", *args] + (["--model", str(model)] if model is not None else [])
-    capsys.readouterr()
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return Result(code, out.out, out.err)
-
-
-def run_cli(*args, model=None, timeout=600):
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONIOENCODING="utf-8")
-    cmd = [sys.executable, "-m", "engine", "decode", *args]
-    if model is not None:
-        cmd += ["--model", str(model)]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def assert_one_error_line(result, *words):
-    assert result.returncode == 2, (result.returncode, result.stdout[-500:], result.stderr[-2000:])
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    for word in words:
-        assert word in lines[0], lines[0]
-
-
 @needs_cli
 @pytest.mark.parametrize("args, words", [
     (["--prompt", ""], ["prompt", "empty"]),
@@ -463,11 +425,13 @@ def test_cli_parameters_at_their_bounds_work(capsys, monkeypatch, tiny_folder):
 
 @needs_cli
 def test_cli_as_a_real_process_prints_one_line_and_no_traceback(tmp_path, tiny_folder, bert_folder):
-    assert_one_error_line(run_cli("--prompt", "", model=tiny_folder), "prompt", "empty")
-    assert_one_error_line(run_cli("--prompt", "Paris", model=bert_folder), "not a causal language model")
     out = tmp_path / "rtl.json"
-    result = run_cli("--prompt", UNICODE_PROMPTS["rtl"], "--max-new-tokens", "2", "--json", str(out),
-                     model=tiny_folder)
+    calls = [(("--prompt", ""), tiny_folder), (("--prompt", "Paris"), bert_folder),
+             (("--prompt", UNICODE_PROMPTS["rtl"], "--max-new-tokens", "2", "--json", str(out)), tiny_folder)]
+    with ThreadPoolExecutor(len(calls)) as pool:       # three processes at once: each one's start-up is the cost
+        empty, bert, result = pool.map(lambda call: decode_process(*call[0], model=call[1]), calls)
+    assert_one_error_line(empty, "prompt", "empty")
+    assert_one_error_line(bert, "not a causal language model")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert Trace.from_json(out.read_bytes()).prompt == UNICODE_PROMPTS["rtl"]
 

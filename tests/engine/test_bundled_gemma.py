@@ -7,7 +7,7 @@ import torch
 
 from engine import DecodeConfig, decode
 from engine.decoder import Decoder
-from test_parity import generate_ids, strip_generated
+from generate_reference import generate_ids, strip_generated
 
 ZH = "中国的首都是"
 

@@ -18,8 +18,8 @@ import engine.__main__ as cli
 import engine.model
 from engine import ConfigError, DecodeConfig, Trace
 from engine import decode
-from test_bad_input import ROOT, Result, assert_one_error_line, cli_in_process
-from test_model_cache import fake_bundled  # noqa: F401  (fixture)
+from cli_helpers import Result, assert_one_error_line, cli_in_process
+from tiny_models import ROOT
 
 
 @pytest.fixture

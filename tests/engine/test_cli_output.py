@@ -21,7 +21,7 @@ import hostile_servers as hs
 from cli_helpers import run_cli
 from engine import Trace
 from engine.__main__ import main
-from test_bad_input import ROOT
+from tiny_models import ROOT
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from test_bad_input import assert_one_error_line, cli_in_process
+from cli_helpers import assert_one_error_line, cli_in_process
 
 
 @pytest.mark.parametrize("args, words", [

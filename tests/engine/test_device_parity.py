@@ -13,7 +13,7 @@ import torch
 
 from engine import DecodeConfig, decode
 from engine.model import LoadedModel
-from test_parity import generate_ids, strip_generated
+from generate_reference import generate_ids, strip_generated
 from tiny_models import TINY_BUILDERS
 
 DEVICE = os.environ.get("DECODESCOPE_TEST_DEVICE", "cpu")

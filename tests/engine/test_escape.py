@@ -8,19 +8,7 @@ import pytest
 import torch
 
 from engine.escape import escape_grid
-from test_explain import confident, make_step, make_trace
-
-P = [0.5, 0.25, 0.15, 0.1]      # the loop token w20 first, then w31 w32 w33
-
-
-def loop_with(repeat_step, vocab_size=None, **config):
-    """w10..w16, then w20 w21 three times from step 7; step 9 (the first repeat) gets the given candidates."""
-    ids = [10, 11, 12, 13, 14, 15, 16, 20, 21, 20, 21, 20, 21, 22]
-    steps = [confident(i, t) for i, t in enumerate(ids)]
-    steps[9] = repeat_step
-    trace = make_trace(steps, **config)
-    return dataclasses.replace(trace, model_facts={"vocab_size": vocab_size} if vocab_size else {})
-
+from trace_builders import ESCAPE_P as P, confident, make_step, make_trace, loop_with
 
 def powered(probs, temperature):
     """softmax(log p / T) by hand: p^(1/T) renormalised."""

@@ -16,56 +16,8 @@ import pytest
 from engine import DecodeConfig, decode
 from engine.explain import (explain, find_loop, findings_of, flagged_steps, replay_greedy, replay_summary, timeline,
                             with_findings)
-from engine.trace import Candidate, Sequence, Step, Trace
-
-
-# ---- building hand-made traces -------------------------------------------------------
-def text_of(token_id: int) -> str:
-    return f" w{token_id}"
-
-
-def make_step(index: int, ranked: list, chosen: int, entropy: float = 0.5, shaped: dict | None = None,
-              ranks: dict | None = None) -> Step:
-    """ranked: [(token_id, raw prob)] most likely first; ranks/shaped override a token's rank/shaped prob."""
-    shaped, ranks = shaped or {}, ranks or {}
-    candidates = [Candidate(token_id=t, text=text_of(t), logit=math.log(p), prob=p, logprob=math.log(p),
-                            rank=ranks.get(t, i + 1), shaped_prob=shaped.get(t, p), kept=True)
-                  for i, (t, p) in enumerate(ranked)]
-    return Step(index=index, candidates=candidates, entropy=entropy, shaped_entropy=entropy, removed_mass=0.0,
-                kept_count=len(candidates), chosen_ids=[chosen], chosen_texts=[text_of(chosen)])
-
-
-def confident(index: int, token: int, entropy: float = 0.5) -> Step:
-    """The token is the argmax with 0.9; one alternative with 0.05."""
-    return make_step(index, [(token, 0.9), (999, 0.05)], token, entropy)
-
-
-def make_trace(steps: list, strategy: str = "sample", forced: dict | None = None, **config) -> Trace:
-    ids = [s.chosen_ids[0] for s in steps]
-    cum = sum(next(c.logprob for c in s.candidates if c.token_id == s.chosen_ids[0]) for s in steps)
-    return Trace(model="hand-made", prompt="p", prompt_token_ids=[1], steps=steps,
-                 config=DecodeConfig(strategy=strategy, max_new_tokens=max(len(steps), 1), **config),
-                 sequences=[Sequence(token_ids=ids, text="".join(text_of(i) for i in ids), cum_logprob=cum,
-                                     score=cum / max(len(ids), 1))],
-                 forced=forced or {})
-
-
-def loop_trace() -> Trace:
-    """w10..w16, then w20 w21 three times back to back from step 7, then w22."""
-    ids = [10, 11, 12, 13, 14, 15, 16, 20, 21, 20, 21, 20, 21, 22]
-    return make_trace([confident(i, t) for i, t in enumerate(ids)])
-
-
-def low_pick_trace() -> Trace:
-    """Six confident steps except step 3, which picks w4 at raw prob 0.005 (rank 4)."""
-    steps = [confident(i, 30 + i) for i in range(6)]
-    steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (4, 0.005)], chosen=4)
-    return make_trace(steps)
-
-
-def quiet_trace() -> Trace:
-    """Greedy, eight distinct confident tokens, flat entropy: nothing to report."""
-    return make_trace([confident(i, 50 + i, entropy=0.4) for i in range(8)], strategy="greedy")
+from engine.trace import Trace
+from trace_builders import confident, loop_trace, low_pick_trace, make_step, make_trace, quiet_trace
 
 
 # ---- the three traces of the issue ---------------------------------------------------

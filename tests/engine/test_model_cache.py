@@ -28,23 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = "model.safetensors"
 
 
-@pytest.fixture
-def fake_bundled(monkeypatch, tmp_path):
-    """(cache folder, de-quantise calls): the bundled path of load_model on the tiny Llama."""
-    monkeypatch.setenv("DECODESCOPE_CACHE", str(tmp_path / "cache"))
-    target = tmp_path / "cache" / "tiny-bundled-v1-1234"
-    monkeypatch.setattr(engine.model.loading, "bundled_cache_dir", lambda which=None: target)
-    calls = []
-
-    def dequantise(report, which=None):
-        calls.append(1)
-        lm = tiny_llama()
-        return lm.model, lm.tokenizer
-
-    monkeypatch.setattr(engine.model.loading, "dequantise", dequantise)
-    return target, calls
-
-
 @pytest.fixture(scope="module")
 def reference():
     """The tiny Llama's next-token logits for a fixed prompt, from the model built in memory."""

@@ -5,27 +5,14 @@ import math
 
 import pytest
 
-from engine import Candidate, DecodeConfig, Node, Sequence, Step, Trace
+from engine import DecodeConfig, Sequence, Trace
+from trace_builders import STEP, beam_trace
+from trace_builders import candidate as cand, figure_step as step
 from engine.rerank import rerank
-from figures.beam_tree import beam_tree_figure, best_path
+from figures.beam_tree import WORDS as BEAM_WORDS, beam_tree_figure, best_path
 from figures.candidates import CUT, candidates_figure
 from figures.compare import lanes_figure
 from ui.token_view import TokenView, prob_colour, rank_colour, token_html, tokens_of
-
-
-def cand(token_id, text, prob, rank, shaped, kept=True):
-    return Candidate(token_id=token_id, text=text, logit=math.log(prob), prob=prob, logprob=math.log(prob), rank=rank,
-                     shaped_prob=shaped, kept=kept)
-
-
-def step(index, cands, chosen, text):
-    return Step(index=index, candidates=cands, entropy=1.0, shaped_entropy=0.5, removed_mass=0.2, kept_count=2,
-                chosen_ids=[chosen], chosen_texts=[text])
-
-
-# three candidates: " the" 0.5, "<b>" 0.3, "\n" 0.2; top-p cut the last; the second was chosen
-STEP = step(0, [cand(7, " the", 0.5, 1, 0.625), cand(9, "<b>", 0.3, 2, 0.375), cand(4, "\n", 0.2, 3, 0.0, kept=False)],
-            chosen=9, text="<b>")
 
 
 class TestCandidatesFigure:
@@ -64,41 +51,14 @@ def values(arr) -> list:
     return [v for v in (list(arr) if arr is not None else []) if v is not None and not math.isnan(v)]
 
 
-def node(id, parent, stp, text, lp, cum, status, rank, tok=None):
-    length = stp + 1
-    return Node(id=id, parent=parent, step=stp, token_id=id if tok is None else tok, text=text, logprob=lp,
-                cum_logprob=cum, score=cum / length, length=length, status=status, beam=0, rank=rank)
-
-
-NODES = [Node(id=0, parent=None, step=-1, token_id=-1, text="", logprob=0.0, cum_logprob=0.0, score=0.0, length=0,
-              status="root", beam=0, rank=0),
-         node(1, 0, 0, "A", -0.5, -0.5, "kept", 1), node(2, 0, 0, "B", -1.0, -1.0, "kept", 2),
-         node(3, 0, 0, "C", -2.0, -2.0, "pruned", 3), node(4, 0, 0, "<eos>", -2.5, -2.5, "pruned", 4, tok=0),
-         node(5, 1, 1, "x", -0.5, -1.0, "kept", 1), node(6, 2, 1, "<eos>", -0.4, -1.4, "finished", 2, tok=0),
-         node(7, 1, 1, "y", -1.1, -1.6, "kept", 3), node(8, 2, 1, "z", -2.0, -3.0, "pruned", 4),
-         node(9, 5, 2, "<eos>", -0.9, -1.9, "finished", 1, tok=0),
-         node(10, 7, 2, "<eos>", -0.5, -2.1, "finished", 2, tok=0),
-         node(11, 7, 2, "w", -1.5, -3.1, "pruned", 3), node(12, 7, 2, "v", -1.6, -3.2, "pruned", 4)]
-
-
-def beam_trace(length_penalty=1.0):
-    config = DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=3, length_penalty=length_penalty)
-    steps = [Step(index=i, candidates=[], entropy=1.0, shaped_entropy=1.0, removed_mass=0.0, kept_count=10,
-                  chosen_ids=[1, 2], chosen_texts=["a", "b"], beam_node_ids=ids)
-             for i, ids in enumerate([[1, 2], [5, 7], [9, 10]])]
-    seqs = [Sequence(token_ids=[1, 5, 0], text="Ax", cum_logprob=-1.9, score=-1.9 / 3, node_id=9)]
-    return Trace(model="hand", prompt="p", prompt_token_ids=[1], config=config, steps=steps, sequences=seqs,
-                 nodes=NODES)
-
-
 class TestBeamTree:
     def test_best_path_and_hover_formula(self):
         trace = beam_trace()
         assert best_path(trace) == [0, 1, 5, 9]
         fig = beam_tree_figure(trace, length_penalty=2.0)
-        best = next(d for d in fig.data if d.name == "best sequence")
+        best = next(d for d in fig.data if d.name == BEAM_WORDS["best"])
         assert values(best.x) == [0, 1, 1, 2, 2, 3]
-        finished = next(d for d in fig.data if d.name == "finished hypothesis")
+        finished = next(d for d in fig.data if d.name == BEAM_WORDS["finished"])
         hover = next(h for h in finished.hovertext if "step 2" in h)
         # node 6: cum -1.4, length 2, lp 2 -> -1.4 / 4 = -0.35
         assert "−1.400 / 2^2 = −0.350" in hover

@@ -43,8 +43,8 @@ def test_a_local_step_has_no_other_bar():
 
 def test_the_badge_names_the_server_and_the_other_share():
     text = badge_text(Served(), step())
-    assert text == ("top-3 from vllm at http://127.0.0.1:8000: the listed tokens are exact, "
-                    "the other 20.0% is shown as 'other'")
+    assert text == ("top-3 from vllm at http://127.0.0.1:8000, numbers that may be raw or after its sampler: "
+                    "the listed tokens are exact, the other 20.0% is shown as 'other'")     # a trace from before
     assert badge_text(object(), step()) is None and served_facts(None) is None
 
 

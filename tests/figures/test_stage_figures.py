@@ -9,11 +9,11 @@ import plotly.io as pio
 
 from engine import DecodeConfig
 from engine.kv_trace import BeamCache, CacheStep, PagedBlock
-from figures.beam_tree import beam_tree_figure
+from figures.beam_tree import WORDS as BEAM_WORDS, beam_tree_figure
 from figures.candidates import candidates_figure
 from figures.kv import cache_rows, paged_blocks
 from figures.teacher import reference_bars
-from test_figures import STEP, beam_trace
+from trace_builders import STEP, beam_trace
 
 ROW_LABELS = {"reused": "reused", "appended": "appended", "copied": "copied", "beam": "Beam", "parent": "parent",
               "rows": "rows", "title": "rows"}
@@ -53,7 +53,7 @@ class TestOneNumbering:
     def test_beam_tree_hover_names_the_parent_slot_from_1(self):
         # every hand-built node came from slot 0, the first beam
         fig = beam_tree_figure(beam_trace())
-        hovers = [h for d in fig.data if d.name in ("kept (running beam)", "finished hypothesis") for h in d.hovertext]
+        hovers = [h for d in fig.data if d.name in (BEAM_WORDS["kept"], BEAM_WORDS["finished"]) for h in d.hovertext]
         assert hovers and all(h.endswith("from beam 1") for h in hovers)
 
 

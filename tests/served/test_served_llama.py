@@ -37,7 +37,7 @@ def test_the_server_is_found_and_named(server):
     assert server.kind == "llama-cpp-python"
     assert server.model.endswith(".gguf")
     assert server.facts(20)["served"] == {"url": server.url, "server": "llama-cpp-python", "top_n": 20,
-                                          "exact": False}
+                                          "exact": False, "logprobs": "raw", "logprobs_from": "named"}
 
 
 def test_greedy_matches_transformers_generate_on_the_same_weights(server, bundled):

@@ -24,12 +24,14 @@ def test_llama_cpp_gets_every_setting_in_its_own_spelling(stub_server):
     assert sent["top_k"] == 0 and sent["top_p"] == 0.9 and sent["min_p"] == 0.0       # 0 = off on llama.cpp
     assert sent["temperature"] == 0.7 and sent["seed"] == 5 and sent["repeat_penalty"] == 1.2
     assert sent["logprobs"] == 30 and sent["max_tokens"] == 1 and sent["prompt"] == "Hi"
+    assert sent["post_sampling_probs"] is False         # asked for the raw distribution, which the figures read
 
 
 def test_vllm_gets_its_spelling_and_its_top_n_cap(stub_server):
     url = stub_server(ANSWER, owned_by="vllm")
     trace = served_decode(Server.connect(url), "Hi", DecodeConfig(max_new_tokens=1, top_n=50))
-    [sent] = _completion_requests(stub_server, url)
+    probe, sent = _completion_requests(stub_server, url)         # connect's probe of its numbers, then the decode
+    assert probe["top_k"] == 1 and probe["temperature"] == 1.0 and probe["max_tokens"] == 1
     assert sent["top_k"] == -1 and sent["repetition_penalty"] == 1.0 and "repeat_penalty" not in sent
     assert sent["temperature"] == 0.0 and "seed" not in sent                        # greedy
     assert sent["logprobs"] == 20 and trace.config.top_n == 20

@@ -12,6 +12,7 @@ from engine.errors import ConfigError
 from engine.served import Server
 from engine.served.teacher import served_teacher_force
 from engine.teacher import teacher_force
+from served_fixtures import vllm_like
 from served_helpers import QUANTISED_CLOSE
 
 PROMPT, REFERENCE = "The capital of France is", " Paris. It is a big city."
@@ -41,6 +42,8 @@ def test_a_reference_that_merges_with_the_prompt_is_refused(llama_server):
 def test_vllm_prompt_logprobs_score_every_token_in_one_request(stub_server):
     # prompt "ab" + reference "cd": tokens a(1) b(2) c(3) d(4); vLLM scores each prompt token after the first
     def completion(payload):
+        if "prompt_logprobs" not in payload and not payload.get("echo"):
+            return vllm_like()(payload)               # connect's probe of which numbers the server returns
         if payload.get("echo"):
             return {"choices": [{"text": "abcd!", "finish_reason": "length", "logprobs": {
                 "tokens": ["a", "b", "c", "d", "!"], "text_offset": [0, 1, 2, 3, 4],

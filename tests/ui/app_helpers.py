@@ -2,12 +2,21 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import parse_qsl
 
+import torch
 from streamlit.testing.v1 import AppTest
+from streamlit.util import calc_hash
+
+from figures.labels import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
+NEW = 6                                 # open_page's new tokens
+INTERVIEW = "pages/interview.py"
+MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"   # a model name that is Markdown
 
 
 def texts(section: str, lang: str = "en") -> dict:
@@ -42,3 +51,73 @@ def figures(at) -> list:
         elif kind == "bidi_component" and element.proto.component_name == CHART_NAME:
             found.append(figure_data(element))
     return found
+
+
+def open_page(folder: str, page: str, **state) -> AppTest:
+    """app.py on `page` with the model in `folder`, PROMPT and NEW tokens (state may say otherwise), run once."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["model"] = folder
+    at.session_state["prompt"] = PROMPT
+    at.session_state["max_new_tokens"] = NEW
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    """The value of the metric with this label."""
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def markdown_text(at: AppTest) -> str:
+    """Every Markdown element of the page, one per line."""
+    return "\n".join(m.value for m in at.markdown)
+
+
+def open_with(page: str, *, params: dict | None = None, state: dict | None = None) -> AppTest:
+    """app.py on `page` with exactly these URL params and session state (no defaults put in), run once."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for key, value in (params or {}).items():
+        at.query_params[key] = str(value)
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def on_screen(at: AppTest) -> tuple:
+    """What a user reads as the result: every metric, every coloured token view, how many charts."""
+    metrics = [(m.label, m.value) for m in at.metric]
+    views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
+    return metrics, views, len(figures(at))
+
+
+def unescaped(markdown: str) -> str:
+    """The text a reader sees: Markdown escapes resolved, invisible word joiners dropped."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")
+
+
+def greedy_tokens(model, ids: list, n: int) -> list:
+    """Greedy continuation by full forward passes (no cache), stopping at EOS like the app."""
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+            out.append(int(logits.argmax()))
+            if out[-1] == model.generation_config.eos_token_id:
+                break
+    return out
+
+
+PAGE_BY_HASH = {calc_hash(p.stem): p.stem for p in (ROOT / "pages").glob("*.py")}   # st.Page hashes its url_path
+
+
+def page_links(at: AppTest) -> list[tuple[str, dict]]:
+    """(page stem, query parameters) of every st.page_link on the page."""
+    return [(PAGE_BY_HASH[link.proto.page_script_hash], dict(parse_qsl(link.proto.query_string)))
+            for link in at.get("page_link")]

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 import hostile_traces  # noqa: E402
 from app_helpers import figures  # noqa: E402
+from tiers import spread  # noqa: E402
 from engine import DecodeConfig, decode  # noqa: E402
 from figures.labels import WORD_JOINER  # noqa: E402
 
@@ -74,7 +75,7 @@ def unescaped_markup(at: AppTest) -> list:
     return found
 
 
-@pytest.mark.parametrize("page", list(UPLOADERS))
+@pytest.mark.parametrize("page", spread(UPLOADERS, 1))
 def test_refused_files_give_a_message_and_the_live_result_stays(tiny_llama_folder, cases, page):
     _, folder = tiny_llama_folder
     refused, _ = cases

@@ -12,49 +12,16 @@ from pathlib import Path
 import torch
 from streamlit.testing.v1 import AppTest
 
+from app_helpers import NEW, PROMPT, greedy_tokens, markdown_text, metric, open_page
+
 ROOT = Path(__file__).resolve().parents[2]
 
-PROMPT = "The capital of France is"
-NEW = 6
-
-
-def open_page(folder: str, page: str, **state) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["model"] = folder
-    at.session_state["prompt"] = PROMPT
-    at.session_state["max_new_tokens"] = NEW
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
-
-
-def shown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown)
 
 
 def bytes_per_token(model) -> int:
     cfg = model.config
     head_dim = cfg.hidden_size // cfg.num_attention_heads
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 4    # K and V, float32
-
-
-def greedy_tokens(model, ids: list, n: int) -> list:
-    """Greedy continuation by full forward passes (no cache), stopping at EOS like the app."""
-    out = []
-    with torch.no_grad():
-        for _ in range(n):
-            logits = model(input_ids=torch.tensor([ids + out])).logits[0, -1]
-            out.append(int(logits.argmax()))
-            if out[-1] == model.generation_config.eos_token_id:
-                break
-    return out
 
 
 # ---- KV cache ---------------------------------------------------------------------------------
@@ -70,7 +37,7 @@ def test_kv_page_greedy_rows_and_bytes(tiny_llama_folder):
     assert metric(at, "Bytes (measured)") == f"{rows * per_row / 1e6:,.2f} MB"
     assert metric(at, "Paged blocks") == str(math.ceil(rows / 16))
     assert metric(at, "Shared blocks") == "0"
-    text = shown(at)
+    text = markdown_text(at)
     assert f"**{per_row:,} bytes**" in text and f"over {rows} rows" in text
     assert "Measured" in at.info[0].value and "Accounting" in at.info[0].value
     assert "the same rows and bytes as greedy's at every step" in text
@@ -127,7 +94,7 @@ def test_teacher_page_scores_the_reference(tiny_llama_folder):
     # eps = 0 swaps nothing and scores exactly as teacher forcing
     assert metric(at, "Positions swapped") == f"0/{n}"
     assert [m.value for m in at.metric if m.label == "log p(reference)"][1] == f"{expected:.2f}"
-    text = shown(at)
+    text = markdown_text(at)
     assert "**Reference:**" in text
     assert f"At eps = 0 the curve gives {expected:.2f}" in text
 
@@ -149,12 +116,12 @@ def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_llam
     u = torch.rand(n, generator=torch.Generator().manual_seed(0)).tolist()
     passes = sum(1 + sum(c < eps for c in u[:-1]) for eps in (0.0, 0.5, 1.0))
     assert any(f"takes {passes:,} forward passes" in c.value for c in at.caption), [c.value for c in at.caption]
-    assert "At eps = 0 the curve gives" not in shown(at)          # not computed until asked
+    assert "At eps = 0 the curve gives" not in markdown_text(at)          # not computed until asked
     charts = len(at.get("plotly_chart"))
     at.toggle(key="tf_curve").set_value(True).run()
     assert not at.exception
     assert len(at.get("plotly_chart")) == charts + 1
-    assert "At eps = 0 the curve gives" in shown(at)
+    assert "At eps = 0 the curve gives" in markdown_text(at)
 
 
 # ---- expected embedding ---------------------------------------------------------------------------
@@ -166,7 +133,7 @@ def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_llama_folder):
     assert metric(at, "Memory for p (float32)") == f"{vocab * 4 / 1024:,.0f} KiB"
     cosine = float(metric(at, "Cosine to nearest token"))
     assert -1.0 <= cosine <= 1.0 + 1e-6
-    text = shown(at)
+    text = markdown_text(at)
     assert "**Discrete (greedy):**" in text and "**Soft (the argmax" in text
     assert "as tau goes to 0 the sample becomes one-hot" in text
     assert len(at.get("plotly_chart")) >= 6

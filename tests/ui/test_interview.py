@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import parse_qsl
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from streamlit.util import calc_hash
+from app_helpers import INTERVIEW, page_links
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-INTERVIEW = "pages/interview.py"
 
 pytestmark = [pytest.mark.bundled, pytest.mark.usefixtures("navigation_frame")]
 
@@ -53,15 +51,6 @@ def strings(node) -> list[str]:
 
 def shown(at: AppTest) -> str:
     return "\n".join(strings(at.main) + strings(at.sidebar))
-
-
-PAGE_BY_HASH = {calc_hash(p.stem): p.stem for p in (ROOT / "pages").glob("*.py")}   # st.Page hashes its url_path
-
-
-def page_links(at: AppTest) -> list[tuple[str, dict]]:
-    """(page stem, query parameters) of every st.page_link on the page."""
-    return [(PAGE_BY_HASH[link.proto.page_script_hash], dict(parse_qsl(link.proto.query_string)))
-            for link in at.get("page_link")]
 
 
 # ---- English and 中文 ------------------------------------------------------------------------

@@ -16,15 +16,10 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from figures.labels import WORD_JOINER  # noqa: E402
 import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)
-import test_model_cache  # noqa: E402
-from test_nothing_lost import on_screen  # noqa: E402
+from app_helpers import MARKDOWN_NAME, PROMPT, on_screen, open_with, unescaped  # noqa: E402
 
-fake_bundled = test_model_cache.fake_bundled   # a fixture, found by pytest under this name
 
-PROMPT = "The capital of France is"
-MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache"]
 
 
@@ -45,26 +40,12 @@ def loads(monkeypatch):
     ui.session._models.clear()
 
 
-def app(page: str, *, params: dict | None = None, state: dict | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    for key, value in (params or {}).items():
-        at.query_params[key] = str(value)
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
-
-def unescaped(markdown: str) -> str:
-    """The text a reader sees: Markdown escapes resolved, invisible word joiners dropped."""
-    return re.sub(r"\\(.)", r"\1", markdown).replace(WORD_JOINER, "")
 
 
 # ---- 1. a name from the address is text, never a link or an image ---------------------------
 def test_a_model_name_that_looks_like_markdown_is_shown_literally(loads):
-    at = app("step_by_step", params={"model": MARKDOWN_NAME, "max_new_tokens": 2})
+    at = open_with("step_by_step", params={"model": MARKDOWN_NAME, "max_new_tokens": 2})
     messages = [e.value for e in at.error]
     assert len(messages) == 1, messages
     assert MARKDOWN_NAME in unescaped(messages[0])
@@ -77,7 +58,7 @@ def test_a_model_name_that_looks_like_markdown_is_shown_literally(loads):
 @pytest.mark.parametrize("page", PAGES)
 def test_a_bad_model_name_names_the_problem_and_keeps_the_result(loads, tiny_llama_folder, page):
     _, folder = tiny_llama_folder
-    at = app(page, state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    at = open_with(page, state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     assert not at.error, [e.value for e in at.error]
     before = on_screen(at)
     assert before[2] > 0, "the page drew no chart for a good model"
@@ -104,7 +85,7 @@ HIDDEN = {"num_beams": ("-3", 1), "top_p": ("5", 1.0), "tau": ("-1", 0.05), "tem
 def test_a_hidden_setting_out_of_range_in_the_address_is_held_in_range(tiny_llama_folder, name):
     _, folder = tiny_llama_folder
     raw, held = HIDDEN[name]
-    at = app("step_by_step", params={"strategy": "greedy", name: raw, "max_new_tokens": 3},
+    at = open_with("step_by_step", params={"strategy": "greedy", name: raw, "max_new_tokens": 3},
              state={"model": folder, "prompt": PROMPT})
     assert not at.error, [e.value for e in at.error]
     assert at.metric, "nothing was decoded"
@@ -120,7 +101,7 @@ def test_a_hidden_setting_out_of_range_in_the_address_is_held_in_range(tiny_llam
 
 # ---- 2. an uploaded file does not choose the model -----------------------------------------------
 def loop_trace_on(model: str):
-    from test_explain import loop_trace, make_step
+    from trace_builders import loop_trace, make_step
 
     trace = loop_trace()
     trace.steps[3] = make_step(3, [(1, 0.6), (2, 0.3), (3, 0.05), (13, 0.005)], chosen=13)
@@ -134,7 +115,7 @@ def replay(at: AppTest) -> None:
 
 def test_a_replay_runs_only_on_the_model_this_user_chose(loads, tiny_llama_folder):
     _, folder = tiny_llama_folder
-    at = app("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 2})
     hub_id = "some-org/model-named-by-a-file"
     at.file_uploader(key="sbs_upload").set_value(
         ("t.json", loop_trace_on(hub_id).to_json().encode(), "application/json")).run()
@@ -156,7 +137,7 @@ def test_a_replay_runs_only_on_the_model_this_user_chose(loads, tiny_llama_folde
 def test_a_server_pinned_to_its_models_refuses_any_other(loads, tiny_llama_folder, monkeypatch):
     _, folder = tiny_llama_folder
     monkeypatch.setenv("DECODESCOPE_MODELS", folder)
-    at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
     assert not at.error, [e.value for e in at.error]
     assert loads == [folder], "an empty model box opens the first offered model"
     before = on_screen(at)
@@ -194,7 +175,7 @@ def encoded(monkeypatch):
 def test_a_prompt_over_the_byte_limit_is_refused_before_any_work_and_the_result_stays(tiny_llama_folder, encoded,
                                                                                       page):
     _, folder = tiny_llama_folder
-    at = app(page, state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    at = open_with(page, state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     before = on_screen(at)
     assert before[2] > 0 and PROMPT in encoded
 
@@ -211,7 +192,7 @@ def test_a_prompt_over_the_byte_limit_is_refused_before_any_work_and_the_result_
 def test_a_prompt_is_kept_out_of_the_address_by_its_encoded_bytes(tiny_llama_folder):
     _, folder = tiny_llama_folder
     emoji = "😀" * 400                  # 400 characters, 4,800 bytes once percent-encoded
-    at = app("step_by_step", state={"model": folder, "prompt": emoji, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"model": folder, "prompt": emoji, "max_new_tokens": 2})
     assert "prompt" not in at.query_params
     assert any("4,800 bytes" in w.value and "4,000" in w.value for w in at.warning), [w.value for w in at.warning]
 
@@ -226,7 +207,7 @@ def test_compare_keeps_one_request_within_its_step_budget_and_says_so(tiny_llama
     """Greedy + 4 beams + soft is 1 + 4 + 2 = 7 paths; a budget of 40 steps leaves 40 // 7 = 5 tokens a lane."""
     _, folder = tiny_llama_folder
     monkeypatch.setenv("DECODESCOPE_COMPARE_STEPS", "40")
-    at = app("compare", params={"lanes": "greedy,beam,soft", "cmp_beams": 4},
+    at = open_with("compare", params={"lanes": "greedy,beam,soft", "cmp_beams": 4},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 20})
     assert not at.error, [e.value for e in at.error]
     notes = [i.value for i in at.info if "40 decoding steps" in i.value]
@@ -243,7 +224,7 @@ def test_compare_keeps_one_request_within_its_step_budget_and_says_so(tiny_llama
 
 def test_the_model_facts_of_an_uploaded_trace_show_its_name_literally(tiny_llama_folder):
     _, folder = tiny_llama_folder
-    at = app("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 2})
     trace = dataclasses.replace(loop_trace_on(MARKDOWN_NAME), model_facts={"name": MARKDOWN_NAME, "parameters": 1})
     at.file_uploader(key="sbs_upload").set_value(("t.json", trace.to_json().encode(), "application/json")).run()
     assert not at.exception, at.exception
@@ -258,11 +239,11 @@ def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
     """The bundled path on the tiny Llama (see tests/engine/test_model_cache.py): a damaged cache is rebuilt, and
     the page that loaded it says why."""
     target, calls = fake_bundled
-    at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
     assert calls == [1] and not at.warning
     (target / "model.safetensors").write_bytes(b"")
     ui.session._models.clear()               # a new server process: the model is read from the cache again
-    at = app("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
+    at = open_with("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
     assert calls == [1, 1]
     notes = [unescaped(w.value) for w in at.warning]
     assert any("damaged" in n and "model.safetensors" in n and "rebuilt" in n for n in notes), notes
@@ -273,7 +254,7 @@ def test_a_prompt_over_the_token_limit_is_refused_before_the_forward_pass(tiny_l
     """Few bytes, many tokens (emoji are several byte tokens each): counted with the loaded model's tokenizer."""
     lm, folder = tiny_llama_folder
     monkeypatch.setattr(ui.session, "PROMPT_LIMIT_TOKENS", 60)
-    at = app("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
+    at = open_with("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     before = on_screen(at)
     emoji = "😀🍕" * 20                              # 160 bytes
     tokens = len(lm.tokenizer(emoji)["input_ids"])

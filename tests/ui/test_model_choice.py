@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.session
-from test_interview import INTERVIEW, page_links
+from app_helpers import INTERVIEW, page_links
 from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")

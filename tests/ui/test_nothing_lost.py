@@ -12,19 +12,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import figures
+from app_helpers import on_screen
 
 ROOT = Path(__file__).resolve().parents[2]
 
 PROMPT = "The capital of France is"
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache"]
-
-
-def on_screen(at: AppTest) -> tuple:
-    """What a user reads as the result: every metric, every coloured token view, how many charts."""
-    metrics = [(m.label, m.value) for m in at.metric]
-    views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
-    return metrics, views, len(figures(at))
 
 
 def set_prompt(at: AppTest, text: str) -> None:

@@ -148,8 +148,7 @@ def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
 def uploaded_panels(root: str, lang: str):
     """Runs inside AppTest: the panels for an uploaded (hand-made) trace, with no model."""
     import streamlit as st
-    from test_escape import P, loop_with
-    from test_explain import make_step
+    from trace_builders import ESCAPE_P as P, loop_with, make_step
 
     from ui.pipeline import render_escape, render_lens, render_stages
 
@@ -200,8 +199,7 @@ def test_lens_on_beam_reads_the_best_beam_and_soft_says_why_not(tiny_llama_folde
 def looping_run_without_draws(strategy: str, lang: str):
     """Runs inside AppTest: the escape panel for a hand-made run that loops from step 7 (w20 w21 three times)."""
     import streamlit as st
-    from test_escape import P, loop_with
-    from test_explain import make_step
+    from trace_builders import ESCAPE_P as P, loop_with, make_step
 
     from ui.pipeline import render_escape
 

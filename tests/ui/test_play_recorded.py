@@ -2,7 +2,8 @@
 server decoded. AppTest runs no timers: each tick of Play's timer is one run here.
 
 References: the step captions are those of traces built here by hand (an uploaded trace) or of the
-completion the stand-in server answers with (a served trace), read from the values written below.
+completion the stand-in server answers with (a served trace), read from the values written in
+tests/trace_builders.py and below.
 """
 from __future__ import annotations
 
@@ -12,31 +13,16 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from trace_builders import hand_made_trace  # noqa: E402
+
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
-PROBS = (0.5, 0.25, 0.125)          # the chosen token's probability at each step of the hand-made trace
 # the stand-in server's one answer: two tokens, " Paris" (logprob -0.5) and "." (logprob -1.2)
 COMPLETION = {"choices": [{"text": " Paris.", "finish_reason": "length", "logprobs": {
     "tokens": [" Paris", "."], "token_logprobs": [-0.5, -1.2],
     "top_logprobs": [{" Paris": -0.5, " the": -1.5, " a": -2.5}, {".": -1.2, ",": -1.6, " and": -3.0}]}}]}
-
-
-def hand_made_trace():
-    """A three-step greedy trace, each step with one candidate of a known probability."""
-    from engine import Candidate, DecodeConfig, Sequence, Step, Trace
-
-    def step(i, p):
-        c = Candidate(token_id=10 + i, text=f" w{i}", logit=0.0, prob=p, logprob=math.log(p), rank=1,
-                      shaped_prob=p, kept=True)
-        return Step(index=i, candidates=[c], entropy=0.1, shaped_entropy=0.1, removed_mass=0.0, kept_count=1,
-                    chosen_ids=[10 + i], chosen_texts=[f" w{i}"])
-
-    return Trace(model="hand-made", prompt="Hi", prompt_token_ids=[1], config=DecodeConfig(max_new_tokens=3),
-                 steps=[step(i, p) for i, p in enumerate(PROBS)],
-                 sequences=[Sequence(token_ids=[10, 11, 12], text=" w0 w1 w2",
-                                     cum_logprob=sum(map(math.log, PROBS)), score=0.0)])
 
 
 def captions(at: AppTest) -> str:

@@ -12,7 +12,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from test_inside_pages import NEW, PROMPT, greedy_tokens, metric, open_page, shown  # noqa: E402
+from app_helpers import NEW, PROMPT, greedy_tokens, markdown_text, metric, open_page  # noqa: E402
 
 OTHER_PROMPT = "The best way to learn programming is"
 
@@ -89,9 +89,9 @@ def test_teacher_positions_count_from_one(tiny_llama_folder):
     ref = lm.tokenizer(REFERENCE, add_special_tokens=False)["input_ids"]
     own = greedy_tokens(lm.model, prompt, len(ref))
     d = next(i for i, (a, b) in enumerate(zip(own, ref)) if a != b)
-    assert f"position **{d + 1}**" in shown(at)
+    assert f"position **{d + 1}**" in markdown_text(at)
     if d:
-        assert f"The first {d} tokens agree" in shown(at)
+        assert f"The first {d} tokens agree" in markdown_text(at)
     # the pair of charts opens one past the divergence, titled by its 1-based position
     assert f"Position {d + 2}:" in " ".join(titles(at))
     # the swap count is in the strip's title: a seeded draw per position, swapped when below eps

@@ -13,8 +13,7 @@ import re
 import pytest
 
 import ui.session
-from test_links_and_models import MARKDOWN_NAME, PROMPT, app, unescaped
-from test_nothing_lost import on_screen
+from app_helpers import MARKDOWN_NAME, PROMPT, on_screen, open_with, unescaped
 
 REFERENCE = " Paris. It is a big city."
 
@@ -60,7 +59,7 @@ def test_a_typed_reference_over_the_byte_limit_is_refused_before_any_forward_pas
                                                                                    monkeypatch):
     _, folder = tiny_llama_folder
     monkeypatch.setattr(ui.session, "PROMPT_LIMIT_BYTES", 300)        # 180 tokens fit the tiny context of 256
-    at = app("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
+    at = open_with("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
                                        "tf_reference": REFERENCE})
     assert not at.error, [e.value for e in at.error]
     before = on_screen(at)
@@ -86,7 +85,7 @@ def test_a_typed_reference_over_the_byte_limit_is_refused_before_any_forward_pas
 def test_a_linked_reference_of_30_kb_is_refused_and_left_out_of_the_address(tiny_llama_folder, passes):
     _, folder = tiny_llama_folder
     big = "A language model predicts the next token. 你好 😀 " * 600          # 30,600 bytes
-    at = app("teacher_forcing", params={"tf_reference": big},
+    at = open_with("teacher_forcing", params={"tf_reference": big},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     messages = [unescaped(e.value) for e in at.error]
     assert len(messages) == 1 and f"reference: is {len(big.encode()):,} bytes" in messages[0], messages
@@ -100,7 +99,7 @@ def test_a_reference_over_the_token_limit_is_refused_before_any_forward_pass(tin
     """The free run decodes as many tokens as the reference has: at most what one decode may make."""
     lm, folder = tiny_llama_folder
     monkeypatch.setattr(ui.session, "MAX_NEW_TOKENS", 100)
-    at = app("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
+    at = open_with("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
                                        "tf_reference": REFERENCE})
     before = on_screen(at)
     passes["attach"]()
@@ -119,7 +118,7 @@ def test_the_token_limit_is_what_one_decode_may_make(tiny_llama_folder, passes):
     model's context would refuse it too, later and with another message)."""
     _, folder = tiny_llama_folder
     emoji = "😀" * 300
-    at = app("teacher_forcing", params={"tf_reference": emoji},
+    at = open_with("teacher_forcing", params={"tf_reference": emoji},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     messages = [unescaped(e.value) for e in at.error]
     assert messages == ["reference: is 1,200 tokens, more than the 1,024 tokens this server scores (the free run "
@@ -135,7 +134,7 @@ def test_a_failed_sampled_reference_naming_a_markdown_model_is_shown_literally(t
     from engine.service import shared_service
 
     _, folder = tiny_llama_folder
-    at = app("teacher_forcing", params={"tf_for": "0123456789"},
+    at = open_with("teacher_forcing", params={"tf_for": "0123456789"},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4, "tf_reference": REFERENCE})
     service = shared_service()
 

@@ -274,8 +274,8 @@ def test_step_by_step_on_llama_cpp_shows_the_badge_and_the_other_bar(llama_serve
         assert bar["y"][0] == pytest.approx(other, abs=1e-9)
         ticks = chart["layout"]["xaxis"]["ticktext"]
         assert ticks[-1] == SERVED["fig_other"] and len(ticks) == len(step.candidates) + 1
-        badge = (f"top-5 from llama-cpp-python at {llama_server}: the listed tokens are exact, "
-                 f"the other {other:.1%} is shown as 'other'")
+        badge = (f"top-5 from llama-cpp-python at {llama_server}, {SERVED['numbers_raw']}: the listed tokens are "
+                 f"exact, the other {other:.1%} is shown as 'other'")
         assert badge in infos(at), infos(at)
         assert chart["layout"]["title"]["subtitle"]["text"].replace("<br>", " ") == badge
         if index < 2:
@@ -295,7 +295,7 @@ def test_the_beam_tree_on_llama_cpp_carries_the_badge(llama_server, no_local_loa
     last = trace.steps[-1]
     other = 1.0 - sum(c.prob for c in last.candidates)
     badge = SERVED["badge_beam"].format(n=4, kind="llama-cpp-python", url=llama_server, step=len(trace.steps),
-                                        other=f"{other:.1%}")
+                                        other=f"{other:.1%}", numbers=SERVED["numbers_raw"])
     assert badge in infos(at), infos(at)
     assert charts(at)[0]["layout"]["title"]["subtitle"]["text"].replace("<br>", " ") == badge
     assert SERVED["cannot"] in infos(at)
@@ -316,7 +316,7 @@ def test_a_saved_served_trace_opens_with_its_badge_and_contacts_nobody(stub_serv
     assert not at.exception, at.exception
     other = 1.0 - (0.6065306597126334 + 0.22313016014842982 + 0.0820849986238988)   # e^-0.5 + e^-1.5 + e^-2.5
     assert _other_bar(charts(at)[0])["y"][0] == pytest.approx(other, abs=1e-12)
-    badge = (f"top-3 from llama-cpp-python at {url}: the listed tokens are exact, "
+    badge = (f"top-3 from llama-cpp-python at {url}, {SERVED['numbers_raw']}: the listed tokens are exact, "
              f"the other {other:.1%} is shown as 'other'")
     assert badge in infos(at), infos(at)
     assert stub_server.requests(listener) == []
@@ -375,3 +375,20 @@ def test_a_stream_cut_short_shows_the_steps_received_and_says_so(no_local_loads)
                    "(no finish_reason): the answer is cut short")], errors(at)
     assert charts(at)
     assert at.session_state["sbs_served_id"] is None          # decoded again on the next run, never kept as whole
+
+
+def test_processed_numbers_are_said_on_the_badge_and_the_figure(stub_server, no_local_loads):
+    """A vLLM started with --logprobs-mode processed_logprobs (a stand-in applying the chain by hand): the page
+    says its numbers come after the server's sampler, and shows them once, not shaped again."""
+    from served_fixtures import vllm_like
+
+    url = stub_server(vllm_like("processed_logprobs"), owned_by="vllm")
+    at = connect(app("step_by_step", params={"server": url, "strategy": "sample", "temperature": 0.5,
+                                             "top_k": 3}), url)
+    trace = at.session_state["sbs_served"]
+    assert trace.model_facts["served"]["logprobs"] == "processed"
+    badge = [i for i in infos(at) if i.startswith(f"top-{trace.config.top_n} from vllm at {url}")]
+    assert badge and SERVED["numbers_processed"] in badge[0], infos(at)
+    assert SERVED["numbers_processed"] in charts(at)[0]["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    assert all(c.shaped_prob == pytest.approx(c.prob) for c in trace.steps[0].candidates)
+    assert not errors(at)

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui.session
 from engine import ModelLoadError
-from app_helpers import ROOT, texts
+from app_helpers import ROOT, page_links, texts
 from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -124,8 +124,6 @@ IV = texts("interview_spec")
 
 
 def spec_links(at: AppTest) -> list:
-    from test_interview import page_links
-
     return [(page, params) for page, params in page_links(at) if page == "speculative"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_links_and_models import PROMPT, app
+from app_helpers import PROMPT, open_with
 
 
 def notes(at, words: str) -> list:
@@ -15,7 +15,7 @@ def test_beam_tree_keeps_beams_times_tokens_within_the_budget_and_says_so(tiny_l
     """4 beams and a budget of 40 steps leave 40 // 4 = 10 tokens."""
     _, folder = tiny_llama_folder
     monkeypatch.setenv("DECODESCOPE_COMPARE_STEPS", "40")
-    at = app("beam_tree", params={"num_beams": 4},
+    at = open_with("beam_tree", params={"num_beams": 4},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 20})
     assert not at.error, [e.value for e in at.error]
     capped = notes(at, "40 decoding steps")
@@ -39,7 +39,7 @@ def test_kv_cache_keeps_its_decodes_within_the_budget_and_says_so(tiny_llama_fol
     """The page decodes its trace (4 beams, or greedy), greedy beside a beam search, and soft (two paths)."""
     _, folder = tiny_llama_folder
     monkeypatch.setenv("DECODESCOPE_COMPARE_STEPS", "40")
-    at = app("kv_cache", params={"kv_strategy": strategy, "kv_beams": 4},
+    at = open_with("kv_cache", params={"kv_strategy": strategy, "kv_beams": 4},
              state={"model": folder, "prompt": PROMPT, "max_new_tokens": 20})
     assert not at.error, [e.value for e in at.error]
     expected = 40 // width                                     # 5 with beams, 13 for greedy

@@ -67,3 +67,55 @@ def test_url_values_out_of_range_fall_back_without_breaking_the_page(tiny_loads)
     assert at.selectbox(key="so_example").value == "city"
     steps = [s for s in at.session_state["so_last"].steps if s.grammar is not None]
     assert at.slider(key="so_step").value == len(steps)               # held inside the slider's range
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """The sidebar's choice is a served model (never connected), so the page has no weights; any load fails."""
+    import ui.session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the page loaded a model to show an uploaded trace")
+
+    monkeypatch.setattr(ui.session, "load_model", refuse)
+    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.session._models.clear()
+    yield
+    ui.session._models.clear()
+
+
+def test_a_saved_constrained_trace_reopens_without_the_model(no_weights):
+    from engine import DecodeConfig, decode
+    from figures.labels import one_line
+    from tiny_models import tiny_llama
+
+    lm = tiny_llama()
+    saved = decode(lm, "Is it?", DecodeConfig(max_new_tokens=6, grammar_kind="regex", grammar="(yes|no)!"))
+    at = open_app("structured", params={"server": "http://127.0.0.1:9"})       # no weights to decode with
+    assert texts("served")["needs_weights"] in [i.value for i in at.info]
+    at.file_uploader(key="so_upload").set_value(("so.json", saved.to_json().encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    steps = [s for s in saved.steps if s.grammar is not None]
+    [strip] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    bars = strip["data"][0]
+    assert bars["x"] == [s.index + 1 for s in steps]
+    assert bars["y"] == pytest.approx([max(s.grammar.feasible_mass, 1e-12) for s in steps])
+    assert re.fullmatch("(yes|no)!", saved.best.text)                    # Python's re, not the grammar library
+    assert any(one_line(saved.best.text) in m.value for m in at.markdown)
+    assert [c.value for c in at.code] == ["(yes|no)!"]                   # the file's own grammar, as written
+    step = steps[len(steps) - 1]
+    allowed = unpack_mask(step.grammar.mask, lm.facts.vocab_size)
+    assert table(at).count("~~") // 2 == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    assert not at.error and at.get("download_button")
+
+
+def test_a_trace_without_masks_gets_one_line(no_weights):
+    from engine import DecodeConfig, decode
+    from tiny_models import tiny_llama
+
+    plain = decode(tiny_llama(), "Is it?", DecodeConfig(max_new_tokens=2))
+    at = open_app("structured", params={"server": "http://127.0.0.1:9"})
+    at.file_uploader(key="so_upload").set_value(("plain.json", plain.to_json().encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [texts("structured")["upload_no_mask"].format(strategy="greedy")]
+    assert not at.get("plotly_chart")

@@ -17,7 +17,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import ui.session
-from test_interview import INTERVIEW, page_links
+from app_helpers import INTERVIEW, page_links
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tiers import spread
 from ui.settings import TABLE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def in_range(at: AppTest) -> None:
             assert setting.low <= widget.value <= setting.high, (widget.key, widget.value)
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", spread(PAGES, 3))
 def test_numbers_beyond_every_range_in_a_link_never_break_a_page(tiny_llama_folder, page):
     """The address as the page opens with it: held inside the range, or the default, with a note."""
     _, folder = tiny_llama_folder

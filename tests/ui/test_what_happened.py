@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def panel_script(root: str, kind: str, lang: str, with_model: bool = False, prompt_bytes: int = 0):
     """Runs inside AppTest: imports happen here because the function's source is run on its own."""
     import streamlit as st
-    from test_explain import loop_trace, make_step, quiet_trace
+    from trace_builders import loop_trace, make_step, quiet_trace
 
     from ui.what_happened import flagged_steps, render_what_happened
 
