@@ -47,7 +47,7 @@ setup-test: $(TEST_STAMP)
 served: $(SERVED_STAMP)
 
 run: setup
-	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
+	$(VENV)/bin/python -m ui.serve --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
 
 # Browser tests need Debian's chromium (and a CJK font for Chinese text); install them when root.
 browser:

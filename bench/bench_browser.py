@@ -1,6 +1,9 @@
 """What a user waits for in the browser: the app on a local server, driven by Playwright in Debian's Chromium.
 
-    .venv/bin/python -m bench.bench_browser [--clicks 20] [--opens 5] [--crowd 20] [--play-seconds 8]
+    .venv/bin/python -m bench.bench_browser [--clicks 20] [--opens 5] [--crowd 20] [--play-seconds 8] [--plain]
+
+The server starts as `make run` starts it (python -m ui.serve: the first model loads as the server starts);
+--plain starts `streamlit run app.py` instead, where the first visit loads it.
 
 --crowd 0 leaves out the shared link (3), --play-seconds 0 leaves out Play (4).
 
@@ -155,6 +158,7 @@ def main() -> None:
     parser.add_argument("--opens", type=int, default=5, help="warm opens to take the median of")
     parser.add_argument("--crowd", type=int, default=20, help="0 leaves the shared link out")
     parser.add_argument("--play-seconds", type=float, default=8.0, help="0 leaves Play out")
+    parser.add_argument("--plain", action="store_true", help="streamlit run app.py: no early model load")
     args = parser.parse_args()
     if not Path(CHROMIUM).is_file():
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -162,10 +166,12 @@ def main() -> None:
 
     forward = one_forward_pass()
     say(f"one forward pass (1 token, KV cache), median of 20: {forward * 1e3:.1f} ms")
-    with tempfile.TemporaryDirectory() as logs, running_server(Path(logs)) as server, sync_playwright() as pw:
+    with (tempfile.TemporaryDirectory() as logs, running_server(Path(logs), early_load=not args.plain) as server,
+          sync_playwright() as pw):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         cold = bench_open(browser, server, rounds=1)[0]
-        say(f"open -> first chart, first visit after the server started: {cold:.2f} s")
+        say(f"open -> first chart, first visit after the server started: {cold:.2f} s "
+            f"({server.started_for:.1f} s after the server process started, it answered)")
         warm = bench_open(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
             f"(min {min(warm):.2f}, max {max(warm):.2f})")

@@ -12,7 +12,7 @@ from ui.export import export_bar
 from ui.i18n import t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
-from ui.present import main_chart, shortcut
+from ui.present import main_figure, shortcut
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
                         show_error, sync_url)
@@ -191,7 +191,7 @@ def stepper_panel():
         other=other_mass(step) if served_facts(recorded) else None)
     with chart_col:
         with_badge(fig, served_badge(recorded, step))
-        event = main_chart(fig, "sbs_chart", on_select="rerun", selection_mode="points", width="stretch")
+        event = main_figure(fig, "sbs_chart", on_select="rerun")
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
     with facts_col:
@@ -208,11 +208,7 @@ def stepper_panel():
     # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
     if stepper.can_branch:
         picked = None
-        points = (event or {}).get("selection", {}).get("points", []) if event else []
-        if points == S.get("sbs_used_points"):       # one chart key for every step: a selection is used once
-            points = []
-        elif points:
-            S["sbs_used_points"] = points
+        points = event["selection"]["points"] if event else []       # a click comes once, on the run it caused
         if points:
             data = points[0].get("customdata")
             token = data[0] if isinstance(data, list) else data

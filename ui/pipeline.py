@@ -25,6 +25,7 @@ from figures.labels import for_markdown, visible
 from figures.lens import lens_figure
 from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.stages import stage_label, stages_figure
+from ui.chart import show_figure
 from ui.i18n import t
 from ui.present import sized
 from ui.session import cached
@@ -65,7 +66,7 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
             st.info(_no_stages_reason(config, uploaded))
             return
         words = {**stage_words(), **_words("stages_fig_", ("x", "y", "kept", "title", "chosen"))}
-        st.plotly_chart(sized(stages_figure(step, texts=words)), key=f"{key}_fig", width="stretch")
+        show_figure(sized(stages_figure(step, texts=words)), key=f"{key}_fig")
         rows = [{t("pipeline.col_stage"): stage_label(stage, words),
                  t("pipeline.col_kept"): stage.kept_count,
                  t("pipeline.col_cut"): stage.cut_count,
@@ -99,7 +100,7 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     for column, chain in zip(st.columns(2), (a, b)):
         shown = dataclasses.replace(step, stages=chain.stages)
         fig = stages_figure(shown, texts={**words, "x": t(f"pipeline.orders_x_{_slug(chain.order)}")})
-        column.plotly_chart(sized(fig), key=f"{key}_order_{_slug(chain.order)}", width="stretch")
+        show_figure(sized(fig), key=f"{key}_order_{_slug(chain.order)}", where=column)
         column.caption(t("pipeline.orders_kept", order=t(f"pipeline.order_{_slug(chain.order)}"),
                          n=f"{int(chain.kept.sum()):,}"))
     token = disputed(logits, a.kept, b.kept)[0]
@@ -164,7 +165,7 @@ def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
         if not lens.matches_model:
             st.warning(t("pipeline.lens_mismatch", diff=f"{lens.max_diff:.3g}"))
         words = _words("lens_fig_", ("x", "y", "emb", "z", "title", "first", "hover"))
-        st.plotly_chart(sized(lens_figure(lens, current=cursor, texts=words)), key=f"{key}_fig", width="stretch")
+        show_figure(sized(lens_figure(lens, current=cursor, texts=words)), key=f"{key}_fig")
 
 
 def render_escape(trace: Trace, key: str, can_decode: bool, on_decode=None, lm: LoadedModel | None = None) -> None:
@@ -201,7 +202,7 @@ def render_escape(trace: Trace, key: str, can_decode: bool, on_decode=None, lm: 
         if badge is not None:
             st.info(for_markdown(badge), icon="📡")
         fig = with_badge(escape_figure(grid, trace.config, texts=words), badge)
-        st.plotly_chart(sized(fig), key=f"{key}_fig", width="stretch")
+        show_figure(sized(fig), key=f"{key}_fig")
         row, column = grid.best()
         better = grid.config_for(trace.config, row, column)
         kind, value = grid.columns[column]

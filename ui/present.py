@@ -11,6 +11,7 @@ import re
 
 import streamlit as st
 
+from ui.chart import show_figure
 from ui.i18n import t
 from ui.session import sync_url, url_value
 
@@ -154,6 +155,16 @@ def main_chart(fig, key: str, where=None, **options):
         return target.plotly_chart(fig, key=key, **options)
     box = target.container(key=f"stage_fit_{key}", height=STAGE_HEIGHT, border=False)   # a box the chart fills
     return box.plotly_chart(fig, key=key, height="stretch", **options)
+
+
+def main_figure(fig, key: str, where=None, on_select=None):
+    """Like main_chart, in a chart element that stays mounted from one figure to the next (ui.chart), so
+    stepping redraws the plot in place. Returns the click's selection on the run it causes, else None."""
+    fig = sized(fig, main=True)
+    if not presenting():
+        return show_figure(fig, key, where=where, on_select=on_select)
+    box = (where if where is not None else st).container(key=f"stage_fit_{key}", height=STAGE_HEIGHT, border=False)
+    return show_figure(fig, key, where=box, on_select=on_select, stretch=True)
 
 
 def sidebar_state() -> str:

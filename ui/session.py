@@ -140,6 +140,12 @@ def _load_shared(key: str):
     offered = offered_models()
     if offered is not None and name not in offered:
         raise ModelLoadError(t("common.model_not_offered", name=name, models=", ".join(offered)))
+    early = _early.get(key)
+    if early is not None and not early.done.is_set():        # the server is still loading it: show how far
+        bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
+        while not early.done.wait(0.25):
+            bar.progress(min(max(early.fraction, 0.0), 1.0), text=for_markdown(early.message or key))
+        bar.empty()
     with _load_lock:
         if key not in models:
             bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
@@ -158,6 +164,47 @@ def _load_shared(key: str):
             if lm.cache_rebuilt:
                 st.warning(for_markdown(t("common.cache_rebuilt", reason=lm.cache_rebuilt)))
     return models[key]
+
+
+class _EarlyLoad:
+    """How far the load that started with the server has come (read by the first visits while it runs)."""
+
+    def __init__(self):
+        self.fraction, self.message, self.done = 0.0, "", threading.Event()
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = fraction, message
+
+
+_early: dict = {}
+
+
+def load_early() -> threading.Thread | None:
+    """Start loading the server's first model in a background thread as the server starts, so the first
+    visit waits only for what is left (with a progress bar), not for the whole load. A visit that asks for
+    it meanwhile waits for this load rather than starting a second one. None when the server offers no
+    local model."""
+    key = model_key("")
+    offered = offered_models()
+    if offered is not None and key not in offered:
+        return None
+    early = _early[key] = _EarlyLoad()
+
+    def run() -> None:
+        try:
+            with _load_lock:
+                models = _models()
+                if key not in models:
+                    models[key] = load_model(None if key == DEFAULT_MODEL else key, progress=early.progress)
+                    gc.freeze()                  # as _load_shared does: later collections skip the libraries
+        except DecodeScopeError:
+            pass                                 # the first visit loads it again and names the problem
+        finally:
+            early.done.set()
+
+    thread = threading.Thread(target=run, name="load-early", daemon=True)
+    thread.start()
+    return thread
 
 
 def get_lm(name: str = ""):

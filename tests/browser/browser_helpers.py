@@ -45,6 +45,7 @@ class Server:
     def __init__(self, proc: subprocess.Popen, port: int, log: Path):
         self.proc, self.port, self.log = proc, port, log
         self.url = f"http://127.0.0.1:{port}"
+        self.started_for = 0.0          # seconds from starting the process to its first answer
 
     @property
     def pid(self) -> int:
@@ -80,25 +81,30 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_server(log_dir: Path, env_extra: dict | None = None) -> Server:
+def start_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False) -> Server:
+    """`streamlit run app.py` on a free port; with `early_load`, as `make run` starts it (python -m ui.serve:
+    the first model loads as the server starts)."""
     port = free_port()
     log = log_dir / f"streamlit-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.update(env_extra or {})
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+    start = ["-m", "ui.serve"] if early_load else ["-m", "streamlit", "run", str(ROOT / "app.py")]
+    cmd = [sys.executable, *start, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     server = Server(proc, port, log)
-    deadline = time.monotonic() + START_TIMEOUT_S
+    began = time.monotonic()
+    deadline = began + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"streamlit exited with {proc.returncode}:\n{server.log_text()[-3000:]}")
         try:
             with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=5) as response:
                 if response.status == 200:
+                    server.started_for = time.monotonic() - began
                     return server
         except OSError:
             pass
@@ -109,8 +115,8 @@ def start_server(log_dir: Path, env_extra: dict | None = None) -> Server:
 
 
 @contextmanager
-def running_server(log_dir: Path, env_extra: dict | None = None):
-    server = start_server(log_dir, env_extra)
+def running_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False):
+    server = start_server(log_dir, env_extra, early_load)
     try:
         yield server
     finally:

@@ -108,6 +108,30 @@ def test_greedy_decode_and_a_step_forward(page, server, bundled):
     screenshot(page, "greedy_steps")
 
 
+def test_next_redraws_the_chart_it_drew_and_a_click_on_a_bar_branches(page, server, bundled):
+    """The main chart is one element from step to step (Next hands it the new figure), and a click on a
+    bar still forces that candidate: the branch's text is the engine's own rank-3 candidate at step 2."""
+    prompt = "The capital of France is"
+    open_page(page, server, "step_by_step", q(prompt=prompt, strategy="greedy", max_new_tokens=6))
+    wait_chart(page)
+    expected = decode(bundled, prompt, DecodeConfig(strategy="greedy", max_new_tokens=2))
+    first = visible(expected.steps[0].chosen_texts[0])
+    third = sorted(expected.steps[1].candidates, key=lambda c: c.rank)[2]
+    chart = '[class*="st-key-sbs_chart"] .js-plotly-plot'
+    page.locator(chart).first.evaluate("el => { el.dataset.drewStep = '1'; }")
+    click_key(page, "sbs_next")
+    page.locator(f"{chart} .gtitle", has_text="Step 2").first.wait_for()
+    assert page.locator(f'{chart}[data-drew-step="1"]').count() == 1       # the same element, redrawn
+    bars = page.locator(f"{chart} .barlayer .trace").first.locator(".point")
+    act(page, lambda: bars.nth(2).click(force=True))
+    titles = page.locator(TOKEN_SPANS).evaluate_all("els => els.map(e => e.title)")
+    assert titles[0].startswith(f"step 1: {first}"), titles
+    assert any(t.startswith(f"step 2: {visible(third.text)} ·") and "forced" in t for t in titles), titles
+    assert page.locator('[data-testid="stRadio"]').filter(has_text="branch 1").count() == 1
+    assert_no_exception(page, server)
+    screenshot(page, "branch_by_click")
+
+
 def test_arrow_keys_step_and_are_ignored_while_typing(page, server, bundled):
     """A teacher steps with the keyboard: Right is Next, Left is Back, Home is Reset; keys typed
     into the prompt box stay there."""

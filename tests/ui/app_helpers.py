@@ -37,6 +37,22 @@ def open_app(page: str, *, params: dict | None = None, state: dict | None = None
     return at
 
 
+def figures(at) -> list:
+    """Every chart's Plotly figure on the page (an AppTest, or a block of one such as `at.main`), in page
+    order: Streamlit's own charts and the app's chart element (ui.chart) alike."""
+    from ui.chart import CHART_NAME, figure_data
+
+    block = at.main if isinstance(at, AppTest) else at
+    found = []
+    for element in block:
+        kind = getattr(element, "type", None)
+        if kind == "plotly_chart":
+            found.append(json.loads(element.proto.spec))
+        elif kind == "bidi_component" and element.proto.component_name == CHART_NAME:
+            found.append(figure_data(element))
+    return found
+
+
 def open_page(folder: str, page: str, **state) -> AppTest:
     """app.py on `page` with the model in `folder`, PROMPT and NEW tokens (state may say otherwise), run once."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
@@ -78,7 +94,7 @@ def on_screen(at: AppTest) -> tuple:
     """What a user reads as the result: every metric, every coloured token view, how many charts."""
     metrics = [(m.label, m.value) for m in at.metric]
     views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
-    return metrics, views, len(at.get("plotly_chart"))
+    return metrics, views, len(figures(at))
 
 
 def unescaped(markdown: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui.session
+from app_helpers import figures
 from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -135,7 +136,7 @@ def test_the_root_address_is_a_landing_that_says_what_the_app_is(loads, lang):
     assert sorted(targets[-len(stems):]) == sorted(calc_hash(s) for s in stems)
     assert all(f"lang={lang}" in link.proto.query_string for link in links[-len(stems):])
     assert loads == [], "the landing loads no model"
-    assert not at.get("plotly_chart")
+    assert not figures(at)
 
 
 def test_an_old_link_to_the_root_with_settings_still_opens_step_by_step(loads):

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 
 import hostile_traces  # noqa: E402
+from app_helpers import figures  # noqa: E402
 from tiers import spread  # noqa: E402
 from engine import DecodeConfig, decode  # noqa: E402
 from figures.labels import WORD_JOINER  # noqa: E402
@@ -29,7 +30,7 @@ def on_screen(at: AppTest) -> tuple:
     """What a user reads as the result: every metric, every coloured token view, how many charts."""
     metrics = [(m.label, m.value) for m in at.metric]
     views = [h.proto.body for h in at.get("html") if "title=" in h.proto.body]
-    return metrics, views, len(at.get("plotly_chart"))
+    return metrics, views, len(figures(at))
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +69,8 @@ def unescaped_markup(at: AppTest) -> list:
     for element in at.get("html"):
         if "<img" in element.proto.body:
             found.append(element.proto.body[:200])
-    for chart in at.get("plotly_chart"):
-        if "<img" in chart.proto.spec:
+    for fig in figures(at):
+        if "<img" in json.dumps(fig, ensure_ascii=False):
             found.append("plotly: <img")
     return found
 

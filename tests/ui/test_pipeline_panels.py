@@ -15,6 +15,7 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 ROOT = Path(__file__).resolve().parents[2]
 
 from figures.labels import for_markdown, visible  # noqa: E402
+from app_helpers import figures  # noqa: E402
 from ui.present import PRESENT_FONT  # noqa: E402
 
 PROMPT = "The capital of France is"
@@ -41,7 +42,7 @@ def open_step_page(folder, lang="en", present=False, **settings) -> AppTest:
 
 def charts_titled(at: AppTest, title: str) -> list:
     """The Plotly specs on the page whose title holds `title` (read from the JSON: it escapes non-ASCII text)."""
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = figures(at)
     return [spec for spec in specs if title in str(spec["layout"].get("title", {}).get("text", ""))]
 
 
@@ -137,7 +138,7 @@ def test_new_figures_grow_in_presentation_mode(tiny_llama_folder):
     lm, folder = tiny_llama_folder
     at = open_step_page(folder, present=True, max_new_tokens=2, strategy="sample", temperature=0.7)
     at.toggle(key="sbs_lens_on").set_value(True).run()
-    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    specs = figures(at)
     titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
     for name in ("after each stage", "Layers x steps"):
         spec = next(s for s, title in zip(specs, titles) if name in title)
@@ -169,7 +170,7 @@ def test_an_uploaded_trace_gets_the_estimate_and_no_model_panels(lang):
     assert words["stages_none_old"] in infos and words["lens_needs_model"] in infos
     assert any(words["escape_tail"].format(share="90.0%") in c.value for c in at.caption)
     assert at.button(key="up_escape_decode").disabled
-    grid = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]
+    grid = figures(at)[0]["data"][0]["z"]
     # temperature 1 (row 1), no cut-off: the recorded 0.5 stays 0.5, whatever the other tokens share
     assert grid[1][0] == pytest.approx(0.5, abs=1e-6)
     # temperature 2: p^(1/2) renormalised, with the missing 0.1 spread over the three other tokens
@@ -186,11 +187,11 @@ def test_lens_on_beam_reads_the_best_beam_and_soft_says_why_not(tiny_llama_folde
     assert not at.exception, at.exception
     words = texts("en")
     assert words["stages_none_beam" if strategy == "beam" else "stages_none_settings"] in [i.value for i in at.info]
-    lens_charts = [c for c in at.get("plotly_chart") if "Layers x steps" in c.proto.spec]
+    lens_charts = [f for f in figures(at) if "Layers x steps" in json.dumps(f)]
     if strategy == "soft":
         assert not lens_charts and any("mixtures of embeddings" in i.value for i in at.info)
     else:
-        spec = json.loads(lens_charts[0].proto.spec)
+        spec = lens_charts[0]
         assert len(spec["data"][0]["z"]) == lm.facts.layers + 1
         assert len(spec["data"][0]["x"]) == len(at.session_state["sbs"].trace().best.token_ids)
 
@@ -217,7 +218,7 @@ def test_a_loop_in_a_run_that_draws_no_token_says_why_there_is_no_grid(strategy,
     words = texts(lang)
     # w20 w21 from step 7 (0-based): the loop's second copy begins at step 9, shown as step 10
     assert [i.value for i in at.info] == [words[f"escape_none_{reason}"].format(step=10)]
-    assert not at.get("plotly_chart") and not at.button
+    assert not figures(at) and not at.button
 
 
 def test_the_stage_panel_names_a_token_one_order_keeps_and_the_other_drops(tiny_llama_folder):

@@ -7,14 +7,13 @@ chosen; the pinned-deployment test loads the tiny Llama through a spy.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import open_app, texts
+from app_helpers import figures, open_app, texts
 
 import ui.session
 from figures.labels import WORD_JOINER
@@ -63,7 +62,7 @@ def errors(at: AppTest) -> list:
 
 
 def charts(at: AppTest) -> list:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return figures(at)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_helpers import figures
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # page -> Streamlit key of its main figure (the browser test measures where it lands)
@@ -33,7 +35,7 @@ def open_page(folder: str, page: str, present: bool) -> AppTest:
 
 
 def chart_titles(at: AppTest) -> list:
-    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.main.get("plotly_chart")]
+    return [fig["layout"].get("title", {}).get("text", "") for fig in figures(at.main)]
 
 
 @pytest.mark.parametrize("page", list(MAIN_FIGURE))

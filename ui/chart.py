@@ -1,0 +1,134 @@
+"""A Plotly chart that stays on the page: each new figure reaches the same element as data and is redrawn
+in place with `Plotly.react`.
+
+`st.plotly_chart` identifies its element by the whole figure, so every new step of a walk-through unmounts
+the old chart and mounts a new one (Plotly's full setup and a forced layout, each time). This element is
+identified by its key alone, so stepping only diffs the figure into the plot already drawn.
+
+Plotly itself is the file that ships inside the `plotly` wheel, copied once into the app's `static/`
+folder (served by Streamlit's static file serving, compressed and revalidated by its ETag) and loaded
+once per browser tab, whichever charts use it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from contextlib import nullcontext
+from pathlib import Path
+
+import plotly
+import streamlit as st
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"     # a new plotly version is a new name: no stale copy
+DEFAULT_HEIGHT = 450                                     # px, what Streamlit gives a figure with no height
+
+
+def publish_plotly() -> Path:
+    """Copy plotly.min.js from the installed wheel into static/ (once; a copy of another size is replaced)."""
+    source = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    target = STATIC / PLOTLY_FILE
+    if not target.exists() or target.stat().st_size != source.stat().st_size:
+        STATIC.mkdir(exist_ok=True)
+        partial = target.with_suffix(".part")
+        shutil.copyfile(source, partial)
+        partial.replace(target)                          # a reader never sees half a file
+    return target
+
+
+# The element: a box Streamlit's own charts' styles and selectors also match, and in it the plot.
+# Each run hands the figure (Plotly's JSON) and how to size it; the first call loads Plotly, every call
+# redraws with Plotly.react on the same div. A click on a point sends its coordinates as a one-shot trigger.
+_HTML = '<div class="stPlotlyChart ds-chart" data-testid="stPlotlyChart"><div class="ds-plot"></div></div>'
+# the plot's drawn width must not hold the column open when the window narrows: inline-size containment
+_CSS = """
+.ds-chart { width: 100%; contain: inline-size; }
+.ds-plot { width: 100%; }
+"""
+_JS = """
+const SOURCE = "./app/static/%(file)s";
+const PALETTE = ["#0068c9", "#83c9ff", "#ff2b2b", "#ffabab", "#29b09d", "#7defa1", "#ff8700", "#ffd16a",
+                 "#6d3fc0", "#d5dae5"];
+const GRID = "rgba(49, 51, 63, 0.15)";
+const MIN_HEIGHT = 300;
+const plotly = () => {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!window.__dsPlotly) {
+    window.__dsPlotly = new Promise((done, fail) => {
+      const tag = document.createElement("script");
+      tag.src = SOURCE; tag.onload = () => done(window.Plotly); tag.onerror = fail;
+      document.head.appendChild(tag);
+    });
+  }
+  return window.__dsPlotly;
+};
+
+export default function ({ parentElement, data, setTriggerValue }) {
+  const gd = parentElement.querySelector(".ds-plot");
+  gd.__dsTrigger = setTriggerValue;                 // the latest, for the click handler bound once
+  gd.__dsSelect = data.select;
+  // in presentation mode's stage the plot is as tall as the box the browser fitted to the window
+  const stage = data.stretch ? parentElement.closest('[class*="st-key-stage_fit_"]') : null;
+  gd.__dsHeight = () => (stage ? Math.max(stage.clientHeight, MIN_HEIGHT) : data.height);
+  const spec = JSON.parse(data.figure);
+  const layout = spec.layout || {};
+  layout.height = gd.__dsHeight();
+  gd.style.height = layout.height + "px";
+  layout.width = gd.clientWidth || undefined;       // as wide as the column
+  // the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its
+  // palette, no background of its own; a figure's explicit settings win
+  const page = getComputedStyle(parentElement);
+  layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+    xaxis: { gridcolor: GRID, zeroline: false }, yaxis: { gridcolor: GRID, zeroline: false } } };
+  const config = Object.assign({ displaylogo: false }, spec.config || {});
+  gd.__dsSpec = spec;                               // the figure this element was last given
+  plotly().then((Plotly) => {
+    if (gd.__dsSpec !== spec) return;               // a newer figure arrived while Plotly loaded
+    Plotly.react(gd, spec.data || [], layout, config);
+    if (!gd.__dsBound) {
+      gd.__dsBound = true;
+      gd.on("plotly_click", (event) => {
+        if (!gd.__dsSelect) return;
+        gd.__dsTrigger("select", { points: event.points.map((p) => ({
+          x: p.x, y: p.y, customdata: p.customdata === undefined ? null : p.customdata,
+          curve_number: p.curveNumber, point_index: p.pointIndex })) });
+      });
+      // the column or the stage changed size (the window, the sidebar): the plot follows
+      const follow = () => {
+        const width = gd.clientWidth, height = gd.__dsHeight();
+        if (!gd.layout || !width || (width === gd.layout.width && height === gd.layout.height)) return;
+        gd.style.height = height + "px";
+        Plotly.relayout(gd, { width, height });
+      };
+      gd.__dsWatch = new ResizeObserver(follow);
+      gd.__dsWatch.observe(gd);
+    }
+    if (stage && gd.__dsStage !== stage) { gd.__dsStage = stage; gd.__dsWatch.observe(stage); }
+  });
+}
+""" % {"file": PLOTLY_FILE}
+
+CHART_NAME = "decodescope_chart"
+_chart = st.components.v2.component(CHART_NAME, html=_HTML, css=_CSS, js=_JS, isolate_styles=False)
+
+
+def figure_data(element) -> dict:
+    """The figure a chart element was given, as Plotly's JSON (for tests and tools reading a run's page)."""
+    return json.loads(json.loads(element.proto.json)["figure"])
+
+
+def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False):
+    """Draw `fig` in the chart element `key` (in `where`, a container, else here), kept across reruns.
+
+    With on_select="rerun" a click on a point reruns the script and this returns
+    {"selection": {"points": [...]}} for that run (each point: x, y, customdata, curve_number,
+    point_index), else None. `stretch`: fill the box it is in (presentation mode's stage)."""
+    publish_plotly()
+    height = fig.layout.height or DEFAULT_HEIGHT
+    data = {"figure": fig.to_json(), "height": height, "stretch": stretch, "select": on_select == "rerun"}
+    with where if where is not None else nullcontext():
+        result = _chart(key=key, data=data, height="stretch" if stretch else "content",
+                        on_select_change=(lambda: None) if on_select == "rerun" else None)
+    picked = getattr(result, "select", None) if result is not None else None
+    return {"selection": {"points": picked.get("points", [])}} if picked else None

@@ -1,0 +1,38 @@
+"""Start the app's server with its first model already loading, so the first visit does not pay for it.
+
+    python -m ui.serve [streamlit run options]     (what `make run` does)
+
+`streamlit run app.py` runs nothing until a browser opens the app: the first visitor waited for the
+libraries to import and the model to load. Here the load starts in the background as the server starts,
+in the same process, into the same shared store the pages read (ui.session).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def _warm() -> None:
+    from ui.session import load_early      # torch, transformers, the engine: imported here, not by a visit
+
+    load_early()
+
+
+def main(argv: list) -> int:
+    from streamlit.web import cli
+
+    from streamlit.runtime.pages_manager import PagesManager
+
+    # app.py is the frame of every page: never Streamlit's old pages/ mode, not even for a first visit that
+    # comes before app.py ran (ui.i18n switches it off on its first import, which here happens before the
+    # server runs anything)
+    PagesManager.uses_pages_directory = False
+    threading.Thread(target=_warm, name="warm", daemon=True).start()      # the server answers meanwhile
+    return cli.main(["run", str(APP), *argv], prog_name="streamlit", standalone_mode=False) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
