@@ -290,3 +290,24 @@ def chart_texts(page, wanted: str, chart: int = 0, timeout_ms: int = 30_000) -> 
     except Exception:   # noqa: BLE001  the caller's assertion says what is missing, with every text seen
         pass
     return plot.locator("text").evaluate_all("els => els.map(e => e.textContent)")
+
+
+# ---- what the pages show ------------------------------------------------------------------------
+TOKEN_SPANS = "span[title^='step ']"          # one span per generated token in the coloured text views
+
+
+def shown_tokens(page, scope: str = "") -> list:
+    """The visible text of each generated token in the coloured text view(s) under `scope`, from the hovers."""
+    titles = page.locator(f"{scope} {TOKEN_SPANS}".strip()).evaluate_all("els => els.map(e => e.title)")
+    out = []
+    for title in titles:
+        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?"
+                     r"(?: · flagged in What happened\?)?$", title, re.S)
+        assert m, title
+        out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+def wait_chart(page, scope: str = "", timeout_ms: int = MODEL_TIMEOUT_MS):
+    page.locator(f"{scope} [data-testid='stPlotlyChart'] .main-svg".strip()).first.wait_for(
+        state="attached", timeout=timeout_ms)

@@ -11,36 +11,17 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from browser_helpers import (MODEL_TIMEOUT_MS, act, assert_no_exception, click_key, existing_pages, new_context,
-                             open_page, running_server, screenshot, set_prompt, upload, wait_idle)
+from browser_helpers import (MODEL_TIMEOUT_MS, TOKEN_SPANS, act, assert_no_exception, click_key, existing_pages,
+                             new_context, open_page, running_server, screenshot, set_prompt, shown_tokens, upload,
+                             wait_chart, wait_idle)
 from engine import DecodeConfig, Trace
 from engine import decode
 from figures.labels import visible
 
 pytestmark = pytest.mark.browser
 
-TOKEN_SPANS = "span[title^='step ']"          # one span per generated token in the coloured text views
-
-
 def q(**values) -> str:
     return urlencode(values)
-
-
-def shown_tokens(page, scope: str = "") -> list:
-    """The visible text of each generated token in the coloured text view(s) under `scope`, from the hovers."""
-    titles = page.locator(f"{scope} {TOKEN_SPANS}".strip()).evaluate_all("els => els.map(e => e.title)")
-    out = []
-    for title in titles:
-        m = re.match(r"step (\d+): (.*?)(?: · p = [0-9.]+)?(?: · rank \d+)?(?: · forced)?"
-                     r"(?: · flagged in What happened\?)?$", title, re.S)
-        assert m, title
-        out.append((int(m.group(1)), m.group(2)))
-    return out
-
-
-def wait_chart(page, scope: str = "", timeout_ms: int = MODEL_TIMEOUT_MS):
-    page.locator(f"{scope} [data-testid='stPlotlyChart'] .main-svg".strip()).first.wait_for(
-        state="attached", timeout=timeout_ms)
 
 
 # ---- the first load, with its progress bar -------------------------------------------------

@@ -12,7 +12,7 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
 from engine import DecodeConfig, Trace
 from engine import decode
 from figures.labels import visible
-from test_app import shown_tokens, upload, wait_chart
+from browser_helpers import shown_tokens, upload, wait_chart
 
 pytestmark = pytest.mark.browser
 

@@ -23,7 +23,7 @@ from browser_helpers import (ROOT, assert_no_exception, new_context, open_page, 
                              wait_idle)
 from engine import DecodeConfig, decode
 from figures.labels import WORD_JOINER
-from test_app import shown_tokens, upload, wait_chart
+from browser_helpers import shown_tokens, upload, wait_chart
 
 pytestmark = pytest.mark.browser
 
