@@ -39,9 +39,9 @@ def test_candidates_title_names_the_chosen_token_beyond_the_top(llama):
     config = DecodeConfig(max_new_tokens=1, top_n=20)
     step = Decoder(llama, "The capital of", config, forced={0: token}).run().steps[0]
     title = candidates_figure(step, config).layout.title.text
-    assert title == "Step 1: top 20 candidates + the chosen (rank 67)"
+    assert title == "Step 1: the top 20 candidates + the chosen token (rank 67)"      # the words the page shows
     plain = Decoder(llama, "The capital of", config).run().steps[0]     # greedy's pick is rank 1
-    assert candidates_figure(plain, config).layout.title.text == "Step 1: top 20 candidates"
+    assert candidates_figure(plain, config).layout.title.text == "Step 1: the top 20 candidates for the next token"
 
 
 def test_durations_switch_to_ms_past_a_thousand_microseconds():
