@@ -34,3 +34,17 @@ def tiny_loads(monkeypatch):
     ui.session._models.clear()
     yield lm
     ui.session._models.clear()
+
+
+@pytest.fixture
+def no_local_loads(monkeypatch):
+    """Any model the app tries to load fails the test: for pages that must show what they have (a served model,
+    an uploaded trace) without the weights."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the page loaded a model where it needs none")
+
+    monkeypatch.setattr(ui.session, "load_model", refuse)
+    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.session._models.clear()
+    yield
+    ui.session._models.clear()

@@ -65,20 +65,6 @@ def charts(at: AppTest) -> list:
     return figures(at)
 
 
-@pytest.fixture
-def no_local_loads(monkeypatch):
-    """Fails the test if a page loads a local model; else records nothing."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a local model was loaded while a served model was chosen")
-
-    monkeypatch.setattr(ui.session, "load_model", refuse)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
-    yield
-    ui.session._models.clear()
-
-
-# ---- a link may fill in the address; only the user's click contacts it --------------------------------
 def test_a_link_with_a_server_fills_the_box_but_sends_nothing_until_connect(stub_server, no_local_loads):
     url = stub_server(COMPLETION)
     at = app("step_by_step", params={"server": url, "served_model": "stub-model"})

@@ -69,22 +69,7 @@ def test_url_values_out_of_range_fall_back_without_breaking_the_page(tiny_loads)
     assert at.slider(key="so_step").value == len(steps)               # held inside the slider's range
 
 
-@pytest.fixture
-def no_weights(monkeypatch):
-    """The sidebar's choice is a served model (never connected), so the page has no weights; any load fails."""
-    import ui.session
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the page loaded a model to show an uploaded trace")
-
-    monkeypatch.setattr(ui.session, "load_model", refuse)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
-    yield
-    ui.session._models.clear()
-
-
-def test_a_saved_constrained_trace_reopens_without_the_model(no_weights):
+def test_a_saved_constrained_trace_reopens_without_the_model(no_local_loads):
     from engine import DecodeConfig, decode
     from figures.labels import one_line
     from tiny_models import tiny_llama
@@ -109,7 +94,7 @@ def test_a_saved_constrained_trace_reopens_without_the_model(no_weights):
     assert not at.error and at.get("download_button")
 
 
-def test_a_trace_without_masks_gets_one_line(no_weights):
+def test_a_trace_without_masks_gets_one_line(no_local_loads):
     from engine import DecodeConfig, decode
     from tiny_models import tiny_llama
 
