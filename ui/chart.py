@@ -11,6 +11,7 @@ once per browser tab, whichever charts use it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from contextlib import nullcontext
@@ -24,8 +25,10 @@ PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"     # a new plotly version i
 DEFAULT_HEIGHT = 450                                     # px, what Streamlit gives a figure with no height
 
 
+@functools.cache
 def publish_plotly() -> Path:
-    """Copy plotly.min.js from the installed wheel into static/ (once; a copy of another size is replaced)."""
+    """Copy plotly.min.js from the installed wheel into static/ (once per process, not at every chart of every
+    rerun; a copy of another size is replaced)."""
     source = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
     target = STATIC / PLOTLY_FILE
     if not target.exists() or target.stat().st_size != source.stat().st_size:
