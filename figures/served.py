@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import textwrap
+import unicodedata
 
 BADGE = ("top-{n} from {kind} at {url}, {numbers}: the listed tokens are exact, "
          "the other {other} is shown as 'other'")
@@ -55,12 +56,51 @@ def badge_text(trace, record, template: str = BADGE, phrases: dict = NUMBERS, **
 LINE_CHARS = 110      # a subtitle line that fits a chart on a laptop screen
 
 
+def display_width(text: str) -> int:
+    """Columns a text takes: a Chinese or other wide character takes two."""
+    return sum(2 if _wide(c) else 1 for c in text)
+
+
+def wrapped(text: str, width: int) -> list:
+    """Lines of at most `width` columns. Words are kept whole; wide characters (Chinese has no spaces to
+    break at) count two columns and a line may break between any two of them."""
+    if display_width(text) == len(text):
+        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+    lines, line = [], ""
+    for unit in _units(text):
+        if line and display_width(line + unit) > width:
+            lines.append(line.strip())
+            line = "" if unit == " " else unit
+        else:
+            line += unit
+    lines.append(line.strip())
+    return [x for x in lines if x]
+
+
+def _units(text: str) -> list:
+    """The text as units a line may break between: a space, one wide character, or a run of the others."""
+    units, run = [], ""
+    for char in text:
+        if char == " " or _wide(char):
+            if run:
+                units.append(run)
+            units.append(char)
+            run = ""
+        else:
+            run += char
+    return units + ([run] if run else [])
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in "WF"
+
+
 def with_badge(fig, text: str | None):
     """The figure with `text` as a subtitle under its title, in lines of at most LINE_CHARS (room made
     above the plot); unchanged for None."""
     if not text:
         return fig
-    lines = textwrap.wrap(text, LINE_CHARS, break_long_words=False, break_on_hyphens=False) or [text]
+    lines = wrapped(text, LINE_CHARS) or [text]
     shown = "<br>".join(html.escape(line, quote=False).replace("%{", "%&#123;") for line in lines)
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 80
     fig.update_layout(title=dict(subtitle=dict(text=shown, font=dict(size=12, color="#b45309"))),

@@ -58,3 +58,17 @@ def test_the_badge_on_a_figure_is_escaped_and_wrapped():
     before = candidates_figure(step()).layout.margin.t
     assert fig.layout.margin.t > before
     assert with_badge(candidates_figure(step()), None).layout.title.subtitle.text is None
+
+
+def test_a_chinese_badge_wraps_by_the_columns_it_takes():
+    """Chinese characters are twice as wide as Latin ones and have no spaces to break at: each line of the
+    subtitle fits 110 columns counted that way (the 中文 badge ran past the chart's right edge), and no
+    character is lost."""
+    import unicodedata
+
+    long = "来自 http://127.0.0.1:33777 上 llama-cpp-python 的 top-5，原始数值（采样器之前）：列出的 token 是精确的，" \
+           "其余 85.9% 显示为“其他”"
+    lines = with_badge(candidates_figure(step()), long).layout.title.subtitle.text.split("<br>")
+    columns = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line) for line in lines]
+    assert len(lines) == 2 and max(columns) <= 110, columns
+    assert "".join(lines).replace(" ", "") == long.replace(" ", "")
