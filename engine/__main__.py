@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from .config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES, DecodeConfig, draft_spec
+from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
+                     DecodeConfig, draft_spec)
 from .errors import ConfigError, DecodeScopeError
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .cli_input import MAX_PROMPT_FILE, read_text_file
@@ -126,8 +127,6 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
 
 
 def add_placement(parser) -> None:
-    from .model import DEVICES, DTYPES
-
     parser.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)} (auto: a GPU when PyTorch "
                                                           "sees one, else the CPU)")
     parser.add_argument("--dtype", default="auto", help=f"one of {', '.join(DTYPES)} (auto: float32 on the CPU, "
@@ -400,9 +399,6 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         config = config_from_args(args).replace(**grammar_settings(args))
         config.validate()
         check_json_target(args.json)
-        from .strategies import decode
-        from .model import load_model
-
         if args.prompt_file is not None:
             args.prompt = read_prompt_file(args.prompt_file)
         check_prompt_text(args.prompt)
@@ -415,6 +411,9 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         if args.server is not None:
             trace = _served(args, config)
         else:
+            from .model import load_model            # PyTorch and transformers: only once the input is good
+            from .strategies import decode
+
             lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
             trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
         if args.explain:

@@ -8,7 +8,6 @@ import json
 from .cli_input import read_text_file
 from .config import MAX_GRAMMAR_BYTES
 from .errors import ConfigError
-from .grammar import STOP_WORDS, check_grammar, output_check, stop_reason
 
 
 def add_grammar_arguments(parser) -> None:
@@ -41,6 +40,8 @@ def grammar_settings(args) -> dict:
         return {}
     if len(text.encode("utf-8", "surrogatepass")) > MAX_GRAMMAR_BYTES:
         raise ConfigError("grammar", f"grammar: is over {MAX_GRAMMAR_BYTES:,} bytes, the most a grammar may be")
+    from .grammar import check_grammar          # llguidance and PyTorch: only once a grammar is given
+
     check_grammar(kind, text)
     return {"grammar_kind": kind, "grammar": text}
 
@@ -64,6 +65,8 @@ def format_grammar_table(trace, show) -> str:
     lines.append("")
     for i, seq in enumerate(trace.sequences):
         lines.append(f"[{i}] cum_logprob {seq.cum_logprob:.4f}  score {seq.score:.4f}  {seq.text!r}")
+    from .grammar import STOP_WORDS, output_check, stop_reason
+
     config = trace.config
     valid, why = output_check(config.grammar_kind, config.grammar, trace.best.text)
     mark = {True: "valid", False: "NOT valid", None: "checked by the grammar only"}[valid]

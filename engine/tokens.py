@@ -1,8 +1,12 @@
 """Turn a prompt into token ids the way the model expects, and check it fits."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import ConfigError
-from .model import LoadedModel
+
+if TYPE_CHECKING:                   # the CLI checks a prompt's text before PyTorch is imported
+    from .model import LoadedModel
 
 
 def unpaired_surrogate(text: str) -> int | None:

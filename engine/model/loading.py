@@ -9,13 +9,11 @@ from pathlib import Path
 
 import torch
 
+from ..config import DEVICES, DTYPES
 from ..errors import ModelLoadError
 from .bundled import SMOLLM2, Bundled, dequantise, bundled_cache_dir, bundled_named, first_line
 from .cache import MARKER, CacheDamaged, read_cache, write_cache, clean_stale_partials
 from .loaded import LoadedModel, Progress
-
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def resolve_device(device: str | None = "auto") -> str:

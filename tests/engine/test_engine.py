@@ -57,10 +57,27 @@ def test_byte_pieces_display_as_bytes_never_replacement_char(llama):
 
 
 def test_engine_imports_no_streamlit():
-    code = ("import sys, engine, engine.decoder, engine.beam, engine.runner, engine.strategies, engine.kv, "
-            "engine.trace, engine.model, engine.__main__;"
+    code = ("import sys, importlib, pkgutil, engine;"
+            "names = [m.name for m in pkgutil.walk_packages(engine.__path__, 'engine.')];"
+            "[importlib.import_module(n) for n in names];"
+            "[getattr(engine, n) for n in engine.__all__];"
+            "assert len(names) > 40, names;"
             "assert 'streamlit' not in sys.modules, 'engine imported streamlit'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_bad_arguments_are_answered_before_pytorch_is_imported():
+    """A typo costs well under a second: the checks run before the model libraries are imported."""
+    code = ("import sys, contextlib, io; from engine.__main__ import main; err = io.StringIO();"
+            "cases = [['decode', '--prompt', ''], ['decode', '--prompt', 'x', '--max-new-tokens', '0'],"
+            "         ['decode', '--prompt', 'x', '--strategy', 'sample', '--top-p', '2']];"
+            "codes = [main(c) for c in cases];"
+            "assert codes == [2, 2, 2], codes;"
+            "assert not {'torch', 'transformers'} & set(sys.modules), 'a model library was imported'")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [line.split(":")[1].strip() for line in result.stderr.splitlines()] == ["prompt", "max_new_tokens",
+                                                                                    "top_p"], result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -58,13 +58,18 @@ def import_graph(folder: Path = ENGINE) -> nx.DiGraph:
 
 
 def package_exports(folder: Path = ENGINE) -> set[str]:
-    """Names engine/__init__ binds: what it imports and what __all__ lists."""
+    """Names engine/__init__ binds: what it imports, what __all__ lists, and what it loads on first use (the
+    names of its `_HOMES` table, module -> names)."""
     names = set()
     for node in ast.parse((folder / "__init__.py").read_text(encoding="utf-8")).body:
         if isinstance(node, ast.ImportFrom):
             names.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-            names.update(ast.literal_eval(node.value))
+            if not isinstance(node.value, ast.Call):       # __all__ = list(...) is built from the table below
+                names.update(ast.literal_eval(node.value))
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_HOMES" for t in node.targets):
+            for group in ast.literal_eval(node.value).values():
+                names.update(group)
     return names
 
 
