@@ -1,9 +1,11 @@
 """Hostile trace files in a real browser, on Step by step, Beam tree and Compare.
 
-Every file of tests/hostile_traces.py is uploaded on Step by step, and every third on the other two. After each one:
-no exception element is on the page, no request has left the page for any other host
-(the files carry Markdown images and <img> tags pointing at a tracking address), the live
-result shown before is still shown, and the server still answers its health check.
+AppTest (tests/ui/test_hostile_uploads.py) uploads every file of tests/hostile_traces.py on every page and checks
+the message and the result kept. Here the browser adds what only it shows: every file that carries markup or a
+tracking address (Markdown images, <img> tags) goes to all three pages; Step by step also gets every heavy file
+(over 256 KiB) and every other of the rest, the other two every sixth of the rest. After each one: no exception
+element is on the page, no request has left the page for any other host, the live result shown before is still
+shown, and the server still answers its health check.
 
 The server's peak memory is sampled over the whole hostile run and over one normal session
 (the same pages, the real traces uploaded), each on a fresh server; both figures are written
@@ -91,8 +93,23 @@ def healthy(server) -> bool:
         return response.status == 200
 
 
-def run_session(browser, server, files: list, check) -> None:
-    """Open each page with its live result, upload every file, and call check(page, name, case, before)."""
+HEAVY_BYTES = 256 * 1024
+
+
+def browser_cases(files: list, first_page: bool) -> list:
+    """The files a page gets in the browser: each one with markup in it (what could become a request or an
+    element); on the first page also each heavy one (the server's memory peak) and every other of the rest; on
+    the others every sixth of the rest. The rest's messages hold numbers and names, checked whole by AppTest on
+    every page."""
+    marked = [case for case in files if hostile_traces.PIXEL.encode() in case.payload
+              or (first_page and len(case.payload) > HEAVY_BYTES)]
+    plain = [case for case in files if case not in marked]
+    return marked + plain[::2 if first_page else 6]
+
+
+def run_session(browser, server, files: list, check, spread: bool = True) -> None:
+    """Open each page with its live result, upload its files (all of them unless `spread`), and call
+    check(page, name, case, before)."""
     context = new_context(browser, server)
     outside = outside_requests(context, server)
     first = next(iter(PAGES))
@@ -103,9 +120,7 @@ def run_session(browser, server, files: list, check) -> None:
             wait_chart(page)
             wait_idle(page)
             before = live_result(page, name)
-            # the first page gets every file; the others every third (AppTest and the reader tests try every
-            # file on every page): the browser adds what only it shows, requests that leave and exception boxes
-            for case in files if name == first else files[::3]:
+            for case in browser_cases(files, first_page=name == first) if spread else files:
                 upload(page, key, {"name": f"{case.name}.json", "mimeType": "application/json",
                                    "buffer": case.payload})
                 check(page, name, case, before)
@@ -149,7 +164,8 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
 
     with running_server(tmp_path_factory.mktemp("normal")) as server:
         with PeakMemory(server.pid) as normal_peak:
-            run_session(browser, server, normal, lambda page, name, case, before: assert_no_exception(page))
+            run_session(browser, server, normal, lambda page, name, case, before: assert_no_exception(page),
+                        spread=False)
     with running_server(tmp_path_factory.mktemp("hostile")) as server:
         with PeakMemory(server.pid) as hostile_peak:
             run_session(browser, server, refused, check_refused)

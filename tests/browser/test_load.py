@@ -1,4 +1,4 @@
-"""A classroom at once: eight browser sessions, each a 32-token sampled decode on the shared model.
+"""A classroom at once: eight browser sessions, each a 12-token sampled decode on the shared model.
 
 The correctness half of bench/load_classroom.py: every session finishes without an
 exception, shows its own prompt and exactly what the engine samples for its prompt
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_eight_sessions_at_once_each_see_their_own_result(browser, server, bundled):
-    figures = classroom(browser, server.url, server.pid, bundled, sessions=8, tokens=32)
+    figures = classroom(browser, server.url, server.pid, bundled, sessions=8, tokens=12)
     print()
     print_figures(figures)
     assert figures["finished"] == 8
