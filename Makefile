@@ -61,13 +61,15 @@ browser:
 models: setup
 	$(PY) -c "from engine.model import load_model; [load_model(name) for name in ('smollm2-135m', 'gemma3-270m')]"
 
-# Every test, in two runs: all but the browser tests on both cores, then the browser tests in one process (they
-# share one app server and one Chromium, and measure what a user waits for). Each run lists its 20 slowest; both
-# always run, and the target fails if either did (5: a selection with no test in one of the runs is fine).
-# The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
+# Every test, in two runs: all but the browser tests, then the browser tests; each on both cores (two processes;
+# a browser process has its own app server and Chromium, shared by its tests, and takes whole test files, so a
+# module's page and server stay together: most of a browser test is waiting for the app, which two overlap).
+# Each run lists its 30 slowest; both always run, and the target fails if either did (5: a selection with no test
+# in one of the runs is fine). The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
 test: setup-test served browser models
-	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 -m "not browser" --durations=20 $(ARGS); first=$$?; \
-	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -m browser --durations=20 $(ARGS); second=$$?; \
+	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 -m "not browser" --durations=30 $(ARGS); first=$$?; \
+	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 --dist loadfile -m browser --durations=30 $(ARGS); \
+	second=$$?; \
 	for status in $$first $$second; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit 1; done
 
 # The inner loop: every test that needs neither a browser, a llama.cpp server nor a bundled model (tests/tiers.py
