@@ -8,6 +8,8 @@ in the same process, into the same shared store the pages read (ui.session).
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 import threading
 from pathlib import Path
@@ -16,9 +18,18 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 def _warm() -> None:
+    """Load the first model, and meanwhile import what a page's first run would (the figures and the ui
+    modules, Plotly's figure classes): seconds a first visit no longer waits for."""
     from ui.session import load_early      # torch, transformers, the engine: imported here, not by a visit
 
     load_early()
+    import figures
+    import ui
+
+    for package in (figures, ui):
+        for module in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            if module.name != "ui.serve":
+                importlib.import_module(module.name)
 
 
 def main(argv: list) -> int:
