@@ -13,10 +13,11 @@ from ui.i18n import t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_figure, shortcut
+from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
-from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
-                        show_error, sync_url)
-from ui.settings import read
+from ui.settings import read, sync_url
+from ui.shared_model import get_lm
+from ui.sidebar import connected_server, model_facts_panel, served_selected
 from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
