@@ -12,10 +12,11 @@ from ui.i18n import t
 from ui.page import open_page
 from ui.present import main_chart, shortcut, stage
 from ui.progress import stopped_note, watched_decode
+from ui.results import keep_or_stop
 from ui.served import served_badge, served_limits, served_trace, with_badge
-from ui.session import (LIGHT_NEW_TOKENS, connected_server, get_lm, keep_or_stop, model_facts_panel,
-                        served_selected, sync_url)
-from ui.settings import bounds, read
+from ui.settings import bounds, read, sync_url
+from ui.shared_model import get_lm
+from ui.sidebar import LIGHT_NEW_TOKENS, connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config
 
 S = st.session_state

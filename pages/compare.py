@@ -11,9 +11,10 @@ from ui.i18n import t
 from ui.page import open_page
 from ui.present import main_chart, stage
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
-from ui.session import (LIGHT_NEW_TOKENS, get_lm, keep_or_stop, model_facts_panel, show_error,
-                        sync_url)
-from ui.settings import DEFAULT_LANES, LANES, bounds, read
+from ui.results import keep_or_stop, show_error
+from ui.settings import DEFAULT_LANES, LANES, bounds, read, sync_url
+from ui.shared_model import get_lm
+from ui.sidebar import LIGHT_NEW_TOKENS, model_facts_panel
 from ui.strategy import make_config
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened

@@ -12,8 +12,8 @@ from figures.labels import duration, for_markdown, one_line, visible
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
-from ui.session import cached, sync_url
-from ui.settings import TAUS, bounds, read
+from ui.results import cached
+from ui.settings import TAUS, bounds, read, sync_url
 
 
 page = open_page("embedding")

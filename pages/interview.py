@@ -9,10 +9,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
 from ui.interview_structured import structured_chain
 from ui.present import presenting
-from ui.session import DEFAULT_PROMPT, demo_language_settings, served_selected, shared_sidebar
+from ui.sidebar import served_selected, shared_sidebar
 
 S = st.session_state
 PAGES = Path(__file__).resolve().parent

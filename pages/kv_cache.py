@@ -11,8 +11,9 @@ from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, sized
-from ui.session import LIGHT_NEW_TOKENS, cached, sync_url
-from ui.settings import bounds, read
+from ui.results import cached
+from ui.settings import bounds, read, sync_url
+from ui.sidebar import LIGHT_NEW_TOKENS
 
 
 page = open_page("kv", new_tokens=LIGHT_NEW_TOKENS)   # several decodes per run: open short

@@ -14,8 +14,10 @@ from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
 from ui.progress import stopped_note, watched_decode
-from ui.session import LIGHT_NEW_TOKENS, cached, draft_model, model_facts_panel, sync_url, url_number
-from ui.settings import bounds, read
+from ui.results import cached
+from ui.settings import bounds, read, sync_url, url_number
+from ui.shared_model import draft_model
+from ui.sidebar import LIGHT_NEW_TOKENS, model_facts_panel
 
 S = st.session_state
 KINDS = ("early-exit", "prompt-lookup", "model")

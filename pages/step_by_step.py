@@ -13,10 +13,11 @@ from ui.i18n import t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_figure, shortcut
+from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
-from ui.session import (connected_server, get_lm, keep_or_stop, model_facts_panel, served_selected,
-                        show_error, sync_url)
-from ui.settings import read
+from ui.settings import read, sync_url
+from ui.shared_model import get_lm
+from ui.sidebar import connected_server, model_facts_panel, served_selected
 from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
@@ -25,7 +26,7 @@ from ui.what_happened import flagged_steps, render_what_happened
 S = st.session_state
 PLAY_STEP_SECONDS = 0.2            # Play's pace: five steps a second, where the machine allows it
 PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after each drawing; the server-side
-                                   # sleep in stepper_panel sets the pace, so a longer timer only adds to each tick
+                                   # sleep in _play_tick sets the pace, so a longer timer only adds to each tick
                                    # (4.6 -> 5.0 steps/s)
 
 page = open_page("step", copy_link=True, slot=False, upload="sbs_upload")   # the chart is placed by its panel
@@ -141,21 +142,21 @@ playing = S.get("sbs_playing", False)
 S.pop("sbs_whole_page", None)             # this run is the whole page
 
 
-@st.fragment(run_every=PLAY_TIMER_SECONDS if playing else None)
-def stepper_panel():
-    if S.pop("sbs_whole_page", False):
-        st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
+def _play_tick() -> bool:
+    """Whether Play runs; on a tick of its timer, one step at Play's pace (the sleep here sets the pace), and at
+    the end of the run Play stops and the whole page runs again to show the Play button."""
     playing = S.get("sbs_playing", False)
-    if playing:                           # a tick of Play's timer: one step, at Play's pace
+    if playing:
         time.sleep(max(0.0, S.get("sbs_last_tick", 0.0) + PLAY_STEP_SECONDS - time.monotonic()))
         S["sbs_last_tick"] = time.monotonic()
         if not stepper.next():
             S["sbs_playing"] = False
             st.rerun()
-    if S.get("sbs_error"):
-        show_error(S.pop("sbs_error"))
-    sync_url(step=stepper.cursor + 1)        # a copied address opens on the step on screen
+    return playing
 
+
+def _controls(playing: bool) -> None:
+    """First, Back, Next, Play and the step slider: callbacks that move the cursor before the panel is drawn."""
     cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
                    help=t("step.reset_help"), disabled=recorded is not None, shortcut=shortcut("first"))
@@ -174,12 +175,10 @@ def stepper_panel():
     else:
         cols[4].caption(t("step.slider_one"))
 
-    step = stepper.current
-    config = stepper.config
-    branch = stepper.branches[stepper.active]
-    forced_here = branch.forced.get(step.index)
 
-    # ---- the chart and the numbers beside it ------------------------------------------------
+def _step_chart(step, forced_here):
+    """The candidates of this step beside its numbers; returns the figure (for export) and the chart's click."""
+    config = stepper.config
     chart_col, facts_col = st.columns([3, 1])
     fig = candidates_figure(step, config, texts={
         "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
@@ -200,46 +199,55 @@ def stepper_panel():
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
         st.metric(t("step.kept"), f"{step.kept_count:,}", help=t("step.kept_help"))
-    if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
-        render_stages(step, config, key="sbs_stages", uploaded=recorded is not None,
-                      served=served_facts(recorded) is not None, inputs=step_inputs(stepper),
-                      token_texts=stepper.lm.token_texts if stepper.lm is not None else None)
+    return fig, event
 
-    # ---- branch: pick a candidate (click a bar, or choose from the list) ---------------------
-    if stepper.can_branch:
-        picked = None
-        points = event["selection"]["points"] if event else []       # a click comes once, on the run it caused
-        if points:
-            data = points[0].get("customdata")
-            token = data[0] if isinstance(data, list) else data
-            if token is None and isinstance(points[0].get("x"), int | float):     # bars sit at x = 0, 1, ... by rank
-                ranked = sorted(step.candidates, key=lambda c: c.rank)
-                index = round(points[0]["x"])          # grouped bars are drawn a little off their x
-                token = ranked[index].token_id if 0 <= index < len(ranked) else None
-            if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
-                S["sbs_last_pick"] = (stepper.active, step.index, token)
-                picked = int(token)
-        options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
-        labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
-        bcols = st.columns([3, 1])
-        choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
-                                    help=t("step.branch_help"))
-        if bcols[1].button(t("step.branch_button"), key="sbs_branch", icon="🌿", width="stretch"):
-            picked = choice
-        if picked is not None:
-            before = len(stepper.branches)
-            try:
-                stepper.branch(picked)
-            except DecodeScopeError as exc:
-                show_error(str(exc))
-            else:
-                if len(stepper.branches) == before and picked == step.chosen_ids[0]:
-                    st.info(t("step.branch_same"))
-                _rerun_panel()
-    elif recorded is None:
-        st.caption(t("step.branch_beam"))
 
-    # ---- branches and the text --------------------------------------------------------------
+def _clicked_token(event, step) -> int | None:
+    """The token of the bar a click chose, once per click: a click's selection stays in the chart's state."""
+    points = event["selection"]["points"] if event else []       # a click comes once, on the run it caused
+    if not points:
+        return None
+    data = points[0].get("customdata")
+    token = data[0] if isinstance(data, list) else data
+    if token is None and isinstance(points[0].get("x"), int | float):     # bars sit at x = 0, 1, ... by rank
+        ranked = sorted(step.candidates, key=lambda c: c.rank)
+        index = round(points[0]["x"])          # grouped bars are drawn a little off their x
+        token = ranked[index].token_id if 0 <= index < len(ranked) else None
+    if token is not None and S.get("sbs_last_pick") != (stepper.active, step.index, token):
+        S["sbs_last_pick"] = (stepper.active, step.index, token)
+        return int(token)
+    return None
+
+
+def _branch_controls(event, step) -> None:
+    """Branch on another candidate, picked by a click on its bar or from the list; a new branch reruns the panel."""
+    if not stepper.can_branch:
+        if recorded is None:
+            st.caption(t("step.branch_beam"))
+        return
+    picked = _clicked_token(event, step)
+    options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
+    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
+    bcols = st.columns([3, 1])
+    choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
+                                help=t("step.branch_help"))
+    if bcols[1].button(t("step.branch_button"), key="sbs_branch", icon="🌿", width="stretch"):
+        picked = choice
+    if picked is None:
+        return
+    before = len(stepper.branches)
+    try:
+        stepper.branch(picked)
+    except DecodeScopeError as exc:
+        show_error(str(exc))
+    else:
+        if len(stepper.branches) == before and picked == step.chosen_ids[0]:
+            st.info(t("step.branch_same"))
+        _rerun_panel()
+
+
+def _text(trace, branch, playing: bool) -> None:
+    """The branches to switch between and the text so far, each token coloured by its probability or rank."""
     st.subheader(t("step.text_title"))
 
     if len(stepper.branches) > 1:
@@ -251,7 +259,6 @@ def stepper_panel():
     mode = st.radio(t("step.colour_by"), list(colours), horizontal=True, key="sbs_colour", format_func=colours.get)
     words = {"step": t("step.hover_step"), "rank": t("step.hover_rank"), "forced": t("step.hover_forced"),
              "parts": t("step.hover_parts"), "flagged": t("step.hover_flagged")}
-    trace = stepper.trace()
     shown = [tok for tok in tokens_of(trace) if tok.step <= stepper.cursor]
     st.caption(f"{t('step.prompt_label')}: {for_markdown(trace.prompt)}")
     st.html(token_html(shown, mode=mode, mark_step=branch.part_step, current_step=stepper.cursor, words=words,
@@ -268,12 +275,10 @@ def stepper_panel():
                 st.markdown(f"**{for_markdown(branch_label(i))}**")
                 st.html(token_html(tokens_of(other), mode=mode, mark_step=b.part_step, words=words))
 
-    if playing:
-        st.caption(t("step.playing_panels"))
-        return
-    render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
 
-    # ---- what happened, the way out of a loop, share and export ------------------------------
+def _panels(trace, fig) -> None:
+    """The panels too slow for Play's ticks: the lens, what happened, the way out of a loop, and export."""
+    render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
     jump = render_what_happened(trace, key_prefix="sbs_wh")
     if jump is not None and jump != stepper.cursor:
         stepper.go(int(jump))
@@ -282,5 +287,32 @@ def stepper_panel():
 
     st.divider()
     export_bar(trace, fig, "step-by-step", key="sbs_export")
+
+
+@st.fragment(run_every=PLAY_TIMER_SECONDS if playing else None)
+def stepper_panel():
+    """The step on screen and what moves it: Next, Back, a branch and Play's ticks rerun only this fragment."""
+    if S.pop("sbs_whole_page", False):
+        st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
+    playing = _play_tick()
+    if S.get("sbs_error"):
+        show_error(S.pop("sbs_error"))
+    sync_url(step=stepper.cursor + 1)        # a copied address opens on the step on screen
+    _controls(playing)
+
+    step = stepper.current
+    branch = stepper.branches[stepper.active]
+    fig, event = _step_chart(step, branch.forced.get(step.index))
+    if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
+        render_stages(step, stepper.config, key="sbs_stages", uploaded=recorded is not None,
+                      served=served_facts(recorded) is not None, inputs=step_inputs(stepper),
+                      token_texts=stepper.lm.token_texts if stepper.lm is not None else None)
+    _branch_controls(event, step)
+    trace = stepper.trace()
+    _text(trace, branch, playing)
+    if playing:
+        st.caption(t("step.playing_panels"))
+        return
+    _panels(trace, fig)
 
 stepper_panel()

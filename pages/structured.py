@@ -13,7 +13,9 @@ from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart
 from ui.progress import stopped_note, watched_decode
-from ui.session import cached, keep_or_stop, model_facts_panel, sync_long_text, sync_url, url_number, url_value
+from ui.results import cached, keep_or_stop
+from ui.settings import sync_long_text, sync_url, url_number, url_value
+from ui.sidebar import model_facts_panel
 
 STRATEGIES = ("greedy", "sample", "beam")
 SHOWN_GRAMMAR = 600        # characters of an uploaded trace's grammar shown above its run

@@ -12,13 +12,16 @@ from figures.embedding import neighbour_bars
 from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
+from ui.demo import DEMO_REFERENCES, demo_reference
 from ui.i18n import t
+from ui.limits import reference_within_limit
 from ui.page import open_page
 from ui.present import main_chart, sized
+from ui.results import cached, show_error
 from ui.served import served_teacher
-from ui.session import (DEMO_REFERENCES, LIGHT_NEW_TOKENS, cached, connected_server, demo_reference, get_lm,
-                        reference_within_limit, served_selected, show_error, sync_long_text, sync_url)
-from ui.settings import bounds, read
+from ui.settings import bounds, read, sync_long_text, sync_url
+from ui.shared_model import get_lm
+from ui.sidebar import LIGHT_NEW_TOKENS, connected_server, served_selected
 
 page = open_page("teacher", new_tokens=LIGHT_NEW_TOKENS)   # several decodes per run: open short
 row, slot, settings = page.row, page.slot, page.settings

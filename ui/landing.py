@@ -8,7 +8,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.i18n import t
-from ui.session import language_control, sync_url
+from ui.settings import sync_url
+from ui.sidebar import language_control
 from ui.url_memory import INTERFACE_KEYS
 
 

@@ -11,7 +11,8 @@ from engine import LoadedModel, Trace
 from .export import trace_upload
 from .i18n import t
 from .present import stage, stage_row
-from .session import DEFAULT_NEW_TOKENS, SharedSettings, get_lm, needs_weights, shared_sidebar
+from .shared_model import get_lm
+from .sidebar import DEFAULT_NEW_TOKENS, SharedSettings, needs_weights, shared_sidebar
 
 
 @dataclass
@@ -46,7 +47,7 @@ def open_page(section: str, *, new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: 
 
 
 def shared_model(settings: SharedSettings) -> LoadedModel:
-    """The model the sidebar names, loaded once per server (ui.session.get_lm); the page stops, after the
+    """The model the sidebar names, loaded once per server (ui.shared_model.get_lm); the page stops, after the
     message get_lm showed, when it cannot be loaded."""
     needs_weights()
     lm = get_lm(settings.model)

@@ -28,7 +28,7 @@ from figures.stages import stage_label, stages_figure
 from ui.chart import show_figure
 from ui.i18n import t
 from ui.present import sized
-from ui.session import cached
+from ui.results import cached
 
 STAGE_NAMES = ("raw", *engine_stages)          # the raw distribution, then each stage
 CUT_LISTED = 5

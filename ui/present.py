@@ -13,7 +13,7 @@ import streamlit as st
 
 from ui.chart import show_figure
 from ui.i18n import t
-from ui.session import sync_url, url_value
+from ui.settings import sync_url, url_value
 
 KEY = "present"
 

@@ -4,7 +4,7 @@
 
 `streamlit run app.py` runs nothing until a browser opens the app: the first visitor waited for the
 libraries to import and the model to load. Here the load starts in the background as the server starts,
-in the same process, into the same shared store the pages read (ui.session).
+in the same process, into the same shared store the pages read (ui.shared_model).
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 def _warm() -> None:
     """Load the first model, and meanwhile import what a page's first run would (the figures and the ui
-    modules, Plotly's figure classes): seconds a first visit no longer waits for."""
-    from ui.session import load_early      # torch, transformers, the engine: imported here, not by a visit
+    modules): seconds a first visit no longer waits for."""
+    from ui.shared_model import load_early      # torch, transformers, the engine: imported here, not by a visit
 
     load_early()
     import figures

@@ -1,7 +1,7 @@
 """A served model on the Step-by-step, Beam-tree and Teacher-forcing pages: the decode with its progress,
 the badge every figure drawn from a server's trace carries, and what a server cannot do.
 
-The server is the one the user connected to in the sidebar (ui.session.connected_server); each
+The server is the one the user connected to in the sidebar (ui.sidebar.connected_server); each
 page keeps its last trace, so an error (server down, timeout) shows one line above it.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from figures.teacher import reference_bars
 from ui.i18n import t
 from ui.present import main_chart
 from ui.progress import stopped_note, watched_served
-from ui.session import cached, keep_or_stop, show_error
+from ui.results import cached, keep_or_stop, show_error
 
 S = st.session_state
 

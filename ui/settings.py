@@ -6,11 +6,14 @@ widget's own default. All four go through `checked`: a number is parsed, must be
 its widget's range; a choice must be one of its choices; a text must be encodable Unicode. The widgets take
 their ranges from `bounds`, so a range is written once. A value from an address that had to be changed is
 named in one short note (`link_notes`), quoted only by a short prefix: an address is anyone's to write.
+A page reads a setting through `url_value` or `url_number` (which also take keys outside the table) and writes
+what it shows back with `sync_url`, so a copied address reproduces the view.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from urllib.parse import quote_plus
 
 import streamlit as st
 
@@ -272,3 +275,50 @@ def _note(key: str, raw: str, why: str, used) -> None:
 def link_notes() -> list:
     """The notes of this run (and forget them): what the address asked that a page could not do as written."""
     return list(st.session_state.pop(_NOTES, {}).values())
+
+
+# ---- a page's reads and writes of its address ---------------------------------------------
+URL_PROMPT_LIMIT = 4000     # bytes a prompt may take in the URL, percent-encoded as the address carries it
+
+
+def url_bytes(text: str) -> int:
+    """Bytes `text` takes in an address: an emoji is 4 UTF-8 bytes, 12 once percent-encoded."""
+    return len(quote_plus(text, errors="surrogatepass"))
+
+
+def url_value(key: str, default, kind=str):
+    """A setting from session state, else the URL, else the default, checked by `read` (a key not in the table
+    is read by the same rules, with no range)."""
+    if key in TABLE:
+        return read(key, default)
+    return read(key, setting=Setting(kind(default) if kind is not str else str(default)))
+
+
+def url_number(key: str, default, low, high, kind=None):
+    """A numeric setting held inside [low, high]; keys in `TABLE` take the table's range."""
+    kind = kind or type(default)
+    if key not in TABLE:
+        return read(key, setting=Setting(kind(default), low, high))
+    # the table's check, then the bounds this call gives (a range that depends on the run, such as the layers of
+    # the model loaded now); a widget's kept value outside them is held too, or the widget would refuse it
+    value = min(max(read(key, default), kind(low)), kind(high))
+    if key in st.session_state and st.session_state[key] != value:
+        hold(key, value)
+    return value
+
+
+def sync_url(**values) -> None:
+    """Write settings into the URL so a copied address reproduces the view."""
+    for key, value in values.items():
+        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        if st.query_params.get(key) != text:
+            st.query_params[key] = text
+
+
+def sync_long_text(key: str, text: str) -> None:
+    """Write a free text (prompt, reference) into the URL, or leave it out when it would make the address
+    too long for a link (URL_PROMPT_LIMIT bytes, percent-encoded)."""
+    if url_bytes(text) <= URL_PROMPT_LIMIT:
+        sync_url(**{key: text})
+    else:
+        st.query_params.pop(key, None)

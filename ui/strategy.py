@@ -10,8 +10,8 @@ import streamlit as st
 
 from engine import WARPED_STRATEGIES, DecodeConfig
 from ui.i18n import t
-from ui.session import SharedSettings, sync_url
-from ui.settings import bounds, read
+from ui.settings import bounds, read, sync_url
+from ui.sidebar import SharedSettings
 
 # every strategy parameter kept in the URL (types, defaults and ranges: ui.settings.TABLE)
 PARAMS = ("strategy", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "num_beams", "length_penalty",

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
 from ui.present import presenting
-from ui.session import DEFAULT_PROMPT, demo_language_settings, sync_url, url_value
+from ui.settings import sync_url, url_value
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 DONE = "tour_done"          # session state: the visitor closed or finished the tour

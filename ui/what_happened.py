@@ -215,7 +215,7 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
     identity = (trace.model, trace.prompt, ids, trace.config, sequence, step)
     result_key = f"{key_prefix}_replay"
     if cols[1].button(t("explain.replay_button"), key=f"{key_prefix}_replay_go", icon="↩️", width="stretch"):
-        from ui.session import prompt_problem
+        from ui.limits import prompt_problem
 
         # a file's prompt passes the limits a typed one does, before any forward pass
         problem = prompt_problem(trace.prompt, tokens=len(trace.prompt_token_ids))
@@ -242,7 +242,7 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
 def _shared_model(name: str):
     """The model a recorded trace names, only when it is the model this user chose: a file must
     never make the server fetch or load a model (nor push another user's model out of memory)."""
-    from ui.session import get_lm, model_key
+    from ui.shared_model import get_lm, model_key
 
     chosen = model_key(st.session_state.get("model", ""))
     if model_key(name) != chosen:

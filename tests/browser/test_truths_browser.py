@@ -10,7 +10,7 @@ import re
 import pytest
 from browser_helpers import assert_no_exception, open_page
 
-from ui.session import LIGHT_NEW_TOKENS
+from ui.sidebar import LIGHT_NEW_TOKENS
 
 
 def metric(page, label: str) -> str:

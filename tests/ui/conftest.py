@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-import ui.session
+import ui.shared_model
 from tiny_models import tiny_llama
 from streamlit.runtime.pages_manager import PagesManager
 
@@ -29,11 +29,11 @@ def navigation_frame(monkeypatch):
 def tiny_loads(monkeypatch):
     """Every model the app loads is one tiny random Llama (the shared-model memory emptied before and after)."""
     lm = tiny_llama()
-    monkeypatch.setattr(ui.session, "load_model", lambda *args, **kwargs: lm)
+    monkeypatch.setattr(ui.shared_model, "load_model", lambda *args, **kwargs: lm)
     monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     yield lm
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def no_local_loads(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the page loaded a model where it needs none")
 
-    monkeypatch.setattr(ui.session, "load_model", refuse)
+    monkeypatch.setattr(ui.shared_model, "load_model", refuse)
     monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     yield
-    ui.session._models.clear()
+    ui.shared_model._models.clear()

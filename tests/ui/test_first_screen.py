@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.session
+import ui.shared_model
 from app_helpers import figures
 from tiny_models import tiny_llama
 
@@ -39,11 +39,11 @@ def loads(monkeypatch):
         asked.append((name, device, dtype))
         return lm
 
-    monkeypatch.setattr(ui.session, "load_model", spy)
+    monkeypatch.setattr(ui.shared_model, "load_model", spy)
     monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     yield asked
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def step_page(params: dict, state: dict | None = None) -> AppTest:

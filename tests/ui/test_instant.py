@@ -109,7 +109,7 @@ def test_stop_keeps_the_steps_decoded_so_far_and_decode_all_finishes(tiny_llama_
 
 
 def _lm(folder):
-    from ui.session import _models
+    from ui.shared_model import _models
     return _models()[folder]
 
 
@@ -118,7 +118,7 @@ def test_a_loaded_model_is_left_out_of_full_garbage_collections(tiny_llama_folde
     of those passes, so a click does not walk it again."""
     import gc
 
-    from ui.session import _models
+    from ui.shared_model import _models
 
     _, folder = tiny_llama_folder
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)

@@ -16,7 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import ui.session  # noqa: E402  (the module the app's pages use, so a spy on it sees their loads)
+import ui.limits  # noqa: E402
+import ui.shared_model  # noqa: E402  (the module that loads the pages' models, so a spy on it sees their loads)
 from app_helpers import MARKDOWN_NAME, PROMPT, on_screen, open_with, unescaped  # noqa: E402
 
 
@@ -28,16 +29,16 @@ def loads(monkeypatch):
     """Every name the app asks the engine to load, offline."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     names = []
-    real = ui.session.load_model
+    real = ui.shared_model.load_model
 
     def spy(name=None, progress=None, **placement):
         names.append(name)
         return real(name, progress=progress, **placement)
 
-    monkeypatch.setattr(ui.session, "load_model", spy)
-    ui.session._models.clear()          # the shared models of earlier tests in this process
+    monkeypatch.setattr(ui.shared_model, "load_model", spy)
+    ui.shared_model._models.clear()          # the shared models of earlier tests in this process
     yield names
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 
@@ -242,7 +243,7 @@ def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
     at = open_with("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
     assert calls == [1] and not at.warning
     (target / "model.safetensors").write_bytes(b"")
-    ui.session._models.clear()               # a new server process: the model is read from the cache again
+    ui.shared_model._models.clear()               # a new server process: the model is read from the cache again
     at = open_with("step_by_step", state={"prompt": PROMPT, "max_new_tokens": 2})
     assert calls == [1, 1]
     notes = [unescaped(w.value) for w in at.warning]
@@ -253,7 +254,7 @@ def test_a_rebuilt_model_cache_is_said_on_the_page(fake_bundled, loads):
 def test_a_prompt_over_the_token_limit_is_refused_before_the_forward_pass(tiny_llama_folder, encoded, monkeypatch):
     """Few bytes, many tokens (emoji are several byte tokens each): counted with the loaded model's tokenizer."""
     lm, folder = tiny_llama_folder
-    monkeypatch.setattr(ui.session, "PROMPT_LIMIT_TOKENS", 60)
+    monkeypatch.setattr(ui.limits, "PROMPT_LIMIT_TOKENS", 60)
     at = open_with("step_by_step", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4})
     before = on_screen(at)
     emoji = "😀🍕" * 20                              # 160 bytes

@@ -7,7 +7,7 @@ import threading
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.session
+import ui.shared_model
 from app_helpers import ROOT, figures
 from tiny_models import tiny_llama
 
@@ -34,12 +34,12 @@ def test_a_visit_during_the_early_load_gets_that_model_and_nothing_loads_twice(m
         release.wait()                    # still loading until a visit is waiting for it
         return lm
 
-    monkeypatch.setattr(ui.session, "load_model", load)
+    monkeypatch.setattr(ui.shared_model, "load_model", load)
     monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     try:
-        thread = ui.session.load_early()
-        early = ui.session._early[ui.session.model_key("")]
+        thread = ui.shared_model.load_early()
+        early = ui.shared_model._early[ui.shared_model.model_key("")]
         early.done = _Visited(release)
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
         at.session_state["max_new_tokens"] = 2
@@ -50,5 +50,5 @@ def test_a_visit_during_the_early_load_gets_that_model_and_nothing_loads_twice(m
         assert len(loads) == 1                                   # ... and started no load of its own
         assert at.session_state["sbs"].lm is lm and figures(at)  # the page decoded on the early model
     finally:
-        ui.session._models.clear()
-        ui.session._early.clear()
+        ui.shared_model._models.clear()
+        ui.shared_model._early.clear()

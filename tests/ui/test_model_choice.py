@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.session
+import ui.shared_model
 from app_helpers import INTERVIEW, page_links
 from tiny_models import tiny_llama
 
@@ -36,10 +36,10 @@ def requests(monkeypatch):
         asked.append((name, device, dtype))
         return lm
 
-    monkeypatch.setattr(ui.session, "load_model", spy)
-    ui.session._models.clear()
+    monkeypatch.setattr(ui.shared_model, "load_model", spy)
+    ui.shared_model._models.clear()
     yield asked
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def step_page(state: dict | None = None, params: dict | None = None) -> AppTest:
@@ -94,7 +94,7 @@ def test_a_linked_bundled_name_and_its_aliases_share_one_loaded_model(requests):
 def test_precision_in_the_sidebar_loads_in_it_and_the_facts_say_so(tiny_llama_folder):
     """bfloat16 halves the KV bytes per token: 2 (K, V) x 2 layers x 2 KV heads x head dim 8 x 2 bytes = 128."""
     _, folder = tiny_llama_folder
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     at = step_page(state={"model": folder})
     at.sidebar.selectbox(key="dtype").set_value("bfloat16").run()
     assert not at.exception, at.exception
@@ -103,7 +103,7 @@ def test_precision_in_the_sidebar_loads_in_it_and_the_facts_say_so(tiny_llama_fo
     assert len(facts) == 1
     assert re.search(r"cpu, bfloat16", facts[0]) and "128 bytes" in facts[0], facts[0]
     assert at.sidebar.selectbox(key="device").options[:2] == ["auto", "cpu"]
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def interview_links(lang: str) -> list:

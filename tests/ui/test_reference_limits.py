@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-import ui.session
+import ui.limits
+import ui.shared_model
 from app_helpers import MARKDOWN_NAME, PROMPT, on_screen, open_with, unescaped
 
 REFERENCE = " Paris. It is a big city."
@@ -25,7 +26,7 @@ def passes(tiny_llama_folder, monkeypatch):
     import engine.teacher
 
     _, folder = tiny_llama_folder
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     count = {"forward": 0, "references": []}
     real_encode = engine.teacher.encode_reference
 
@@ -39,7 +40,7 @@ def passes(tiny_llama_folder, monkeypatch):
     handles = []
 
     def attach():
-        model = ui.session._models()[ui.session.model_key(folder)].model
+        model = ui.shared_model._models()[ui.shared_model.model_key(folder)].model
         handles.append(model.register_forward_hook(hook))
 
     monkeypatch.setattr(engine.teacher, "encode_reference", encode)
@@ -47,7 +48,7 @@ def passes(tiny_llama_folder, monkeypatch):
     yield count
     for handle in handles:
         handle.remove()
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def reference_in_url(at) -> str | None:
@@ -58,7 +59,7 @@ def reference_in_url(at) -> str | None:
 def test_a_typed_reference_over_the_byte_limit_is_refused_before_any_forward_pass(tiny_llama_folder, passes,
                                                                                    monkeypatch):
     _, folder = tiny_llama_folder
-    monkeypatch.setattr(ui.session, "PROMPT_LIMIT_BYTES", 300)        # 180 tokens fit the tiny context of 256
+    monkeypatch.setattr(ui.limits, "PROMPT_LIMIT_BYTES", 300)        # 180 tokens fit the tiny context of 256
     at = open_with("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
                                        "tf_reference": REFERENCE})
     assert not at.error, [e.value for e in at.error]
@@ -98,7 +99,7 @@ def test_a_reference_over_the_token_limit_is_refused_before_any_forward_pass(tin
                                                                             monkeypatch):
     """The free run decodes as many tokens as the reference has: at most what one decode may make."""
     lm, folder = tiny_llama_folder
-    monkeypatch.setattr(ui.session, "MAX_NEW_TOKENS", 100)
+    monkeypatch.setattr(ui.limits, "MAX_NEW_TOKENS", 100)
     at = open_with("teacher_forcing", state={"model": folder, "prompt": PROMPT, "max_new_tokens": 4,
                                        "tf_reference": REFERENCE})
     before = on_screen(at)

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_helpers import figures, open_app, texts
 
-import ui.session
+import ui.shared_model
 from figures.labels import WORD_JOINER
 from served_helpers import free_port
 from tiny_models import tiny_llama
@@ -206,10 +206,10 @@ def tiny_loads(monkeypatch):
         asked.append(name)
         return lm
 
-    monkeypatch.setattr(ui.session, "load_model", spy)
-    ui.session._models.clear()
+    monkeypatch.setattr(ui.shared_model, "load_model", spy)
+    ui.shared_model._models.clear()
     yield asked
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def test_a_pinned_deployment_refuses_served_models(stub_server, tiny_loads, monkeypatch):
@@ -227,7 +227,7 @@ def test_a_pinned_deployment_refuses_served_models(stub_server, tiny_loads, monk
 
 def test_a_pinned_deployment_that_names_served_offers_it(stub_server, tiny_loads, monkeypatch):
     monkeypatch.setenv("DECODESCOPE_MODELS", "bundled, served")
-    assert ui.session.offered_models() == ("smollm2-135m",) or "served" not in ui.session.offered_models()
+    assert ui.shared_model.offered_models() == ("smollm2-135m",) or "served" not in ui.shared_model.offered_models()
     url = stub_server(COMPLETION)
     at = connect(app("step_by_step"), url)
     assert not errors(at), errors(at)

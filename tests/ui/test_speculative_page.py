@@ -7,7 +7,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-import ui.session
+import ui.shared_model
 from engine import ModelLoadError
 from app_helpers import ROOT, page_links, texts
 from tiny_models import tiny_llama
@@ -32,14 +32,14 @@ def tiny_loads(monkeypatch, models):
             raise ModelLoadError("model 'no-such-model' was not found")
         return models["other"] if name == "other-vocabulary" else models["tiny"]
 
-    monkeypatch.setattr(ui.session, "load_model", load)
+    monkeypatch.setattr(ui.shared_model, "load_model", load)
     monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
 
 
 def open_page(params: dict) -> AppTest:

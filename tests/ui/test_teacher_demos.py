@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-import ui.session
+import ui.shared_model
 from app_helpers import INTERVIEW, page_links
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -98,13 +98,13 @@ def greedy_ids(lm, prompt: str, n: int) -> list:
 @pytest.mark.bundled
 @pytest.mark.parametrize("lang, model", [("en", "smollm2-135m"), ("zh", "gemma3-270m")])
 def test_the_demos_draw_exposure_bias_with_a_reference_the_model_does_not_write(lang, model):
-    ui.session._models.clear()
+    ui.shared_model._models.clear()
     for params in teacher_links(lang):
         assert params.get("model", "smollm2-135m") == model
         at = follow(AppTest.from_file(APP, default_timeout=900), params)
         assert not at.warning, [w.value for w in at.warning]
         reference = at.text_area(key="tf_reference").value
-        lm = ui.session._models()[ui.session.model_key(model)]
+        lm = ui.shared_model._models()[ui.shared_model.model_key(model)]
         ref_ids = lm.tokenizer(reference, add_special_tokens=False)["input_ids"]
         own = greedy_ids(lm, params["prompt"], len(ref_ids))
         assert own != ref_ids, "the model writes this reference itself: nothing to see"
@@ -115,4 +115,4 @@ def test_the_demos_draw_exposure_bias_with_a_reference_the_model_does_not_write(
         shown = "\n".join(m.value for m in at.markdown)
         where = {"en": "position **{}**", "zh": "位置 **{}**"}[lang].format(first + 1)
         assert where in shown, shown                             # the divergence at the position found here
-    ui.session._models.clear()
+    ui.shared_model._models.clear()

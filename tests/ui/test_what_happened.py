@@ -122,7 +122,7 @@ def test_replay_runs_both_greedy_decodes_and_gives_a_verdict():
 
 def test_replay_of_a_prompt_over_the_limits_is_refused_before_any_forward_pass(monkeypatch):
     from ui import what_happened
-    from ui.session import PROMPT_LIMIT_BYTES
+    from ui.limits import PROMPT_LIMIT_BYTES
 
     ran = []
     monkeypatch.setattr(what_happened, "replay_greedy", lambda *args, **kwargs: ran.append(args))
