@@ -19,6 +19,7 @@ from pathlib import Path
 
 import plotly
 import streamlit as st
+from plotly.io.json import to_json_plotly
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"     # a new plotly version is a new name: no stale copy
@@ -121,6 +122,14 @@ def figure_data(element) -> dict:
     return json.loads(json.loads(element.proto.json)["figure"])
 
 
+def figure_json(fig) -> str:
+    """The figure as the element draws it: without the figure's template, which the element replaces by the
+    page's own look (a third of a bar chart's JSON, sent again at every step)."""
+    spec = fig.to_dict()              # a copy: the figure itself keeps its template (the HTML export uses it)
+    spec["layout"].pop("template", None)
+    return to_json_plotly(spec)
+
+
 def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False):
     """Draw `fig` in the chart element `key` (in `where`, a container, else here), kept across reruns.
 
@@ -129,7 +138,7 @@ def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False
     point_index), else None. `stretch`: fill the box it is in (presentation mode's stage)."""
     publish_plotly()
     height = fig.layout.height or DEFAULT_HEIGHT
-    data = {"figure": fig.to_json(), "height": height, "stretch": stretch, "select": on_select == "rerun"}
+    data = {"figure": figure_json(fig), "height": height, "stretch": stretch, "select": on_select == "rerun"}
     with where if where is not None else nullcontext():
         result = _chart(key=key, data=data, height="stretch" if stretch else "content",
                         on_select_change=(lambda: None) if on_select == "rerun" else None)
