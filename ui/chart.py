@@ -80,11 +80,12 @@ export default function ({ parentElement, data, setTriggerValue }) {
   gd.style.height = layout.height + "px";
   layout.width = gd.clientWidth || undefined;       // as wide as the column
   // the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its
-  // palette, no background of its own; a figure's explicit settings win
+  // palette, no background of its own, margins that grow to fit the axes' labels (figures with narrow
+  // margins count on it); a figure's explicit settings win
   const page = getComputedStyle(parentElement);
+  const axis = { gridcolor: GRID, zeroline: false, automargin: true };
   layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-    xaxis: { gridcolor: GRID, zeroline: false }, yaxis: { gridcolor: GRID, zeroline: false } } };
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", xaxis: axis, yaxis: axis } };
   const config = Object.assign({ displaylogo: false }, spec.config || {});
   gd.__dsSpec = spec;                               // the figure this element was last given
   plotly().then((Plotly) => {
