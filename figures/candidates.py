@@ -39,6 +39,10 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     y2, title, other, other_hover.
     other: the probability the listed candidates leave out (a served model's top-N view): one more
     bar, after the listed ones, that names no token; the cumulative line then ends at 1.
+
+    The traces and the layout are put together as Plotly's dictionaries and checked once, by the Figure
+    they make: adding them one by one (add_bar, update_layout) checks every property on every call, and
+    took longer than the forward pass of the step it draws.
     """
     words = dict(WORDS, **(texts or {}))
     cands = sorted(step.candidates, key=lambda c: c.rank)
@@ -46,20 +50,21 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
     hover = [f"<b>{for_plotly(c.text)}</b> (id {c.token_id})<br>rank {c.rank}<br>raw p = {c.prob:.4f}"
              f"<br>logprob = {_fmt(c.logprob)}<br>after strategy p = {c.shaped_prob:.4f}"
              f"<br>{'kept' if c.kept else words['cut']}" for c in cands]
-    fig = go.Figure()
-    x, ticks = _bars(fig, cands, chosen_ids, hover, other, words)
+    traces, notes = [], []
+    x, ticks = _bars(traces, cands, chosen_ids, hover, other, words)
     if config is not None and config.strategy in WARPED_STRATEGIES and config.top_p < 1.0:
-        _top_p_line(fig, config, len(cands), words)
+        _top_p_line(traces, notes, config, len(cands), words)
     for i, c in enumerate(cands):
         if c.token_id in chosen_ids:
             # the marker in the outline's red, the word in the text colour (red text is under 4.5:1 on white)
-            fig.add_annotation(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
-                               text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}")
+            notes.append(dict(x=i, y=max(c.prob, c.shaped_prob), showarrow=False, yshift=14, font=dict(size=13),
+                              text=f"{MARK.format(colour=CHOSEN)} {words['chosen']}"))
     top, beyond = top_and_beyond(cands)
-    entries = sum(1 for trace in fig.data if trace.showlegend is not False)
+    entries = sum(1 for trace in traces if trace.get("showlegend") is not False)
     extra_top = 30 if entries > 3 else 0          # room for a second legend row under the title
     heading = title or (words["title_chosen"] if beyond else words["title"])
-    fig.update_layout(
+    layout = dict(
+        annotations=notes,
         title=dict(text=heading.format(step=step.index + 1, n=top, rank=", ".join(str(r) for r in beyond)), y=0.97,
                    yref="container", yanchor="top"),
         barmode="group", bargap=0.25, height=460 + extra_top, margin=dict(l=60, r=60, t=95 + extra_top, b=110),
@@ -70,25 +75,27 @@ def candidates_figure(step, config=None, *, title: str | None = None, texts: dic
         legend=dict(orientation="h", y=1.01, yanchor="bottom", x=0, xanchor="left"),
         hovermode="closest", clickmode="event+select",
     )
-    return fig
+    return go.Figure(data=traces, layout=layout)
 
 
-def _bars(fig: go.Figure, cands: list, chosen_ids: set, hover: list, other: float | None, words: dict) -> tuple:
+def _bars(traces: list, cands: list, chosen_ids: set, hover: list, other: float | None, words: dict) -> tuple:
     """Raw and shaped bars side by side (cut ones grey, the chosen outlined), the 'other' bar of a served
-    top-N view, the click targets and the cumulative raw line. Returns the x positions and their tick texts."""
+    top-N view, the click targets and the cumulative raw line, added to `traces`. Returns the x positions and
+    their tick texts."""
     x = list(range(len(cands)))
     ticks = [f"{c.rank}. {for_plotly(c.text)}" for c in cands]
-    outline = [3 if c.token_id in chosen_ids else 0 for c in cands]
-    fig.add_bar(x=x, y=[c.prob for c in cands], name=words["raw"], marker_color=[RAW if c.kept else CUT for c in cands],
-                marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
-                customdata=[c.token_id for c in cands], offsetgroup="raw" if other is not None else None)
-    fig.add_bar(x=x, y=[c.shaped_prob for c in cands], name=words["shaped"],
-                marker_color=[SHAPED if c.kept else CUT for c in cands],
-                marker_line_color=CHOSEN, marker_line_width=outline, hovertext=hover, hoverinfo="text",
-                customdata=[c.token_id for c in cands], offsetgroup="shaped" if other is not None else None)
+    outline = dict(color=CHOSEN, width=[3 if c.token_id in chosen_ids else 0 for c in cands])
+    ids = [c.token_id for c in cands]
+    traces.append(dict(type="bar", x=x, y=[c.prob for c in cands], name=words["raw"],
+                       marker=dict(color=[RAW if c.kept else CUT for c in cands], line=outline), hovertext=hover,
+                       hoverinfo="text", customdata=ids, offsetgroup="raw" if other is not None else None))
+    traces.append(dict(type="bar", x=x, y=[c.shaped_prob for c in cands], name=words["shaped"],
+                       marker=dict(color=[SHAPED if c.kept else CUT for c in cands], line=outline), hovertext=hover,
+                       hoverinfo="text", customdata=ids, offsetgroup="shaped" if other is not None else None))
     # legend entry for the grey "cut" colour
     if any(not c.kept for c in cands):
-        fig.add_bar(x=[None], y=[None], name=words["cut"], marker_color=CUT, showlegend=True, hoverinfo="skip")
+        traces.append(dict(type="bar", x=[None], y=[None], name=words["cut"], marker=dict(color=CUT), showlegend=True,
+                           hoverinfo="skip"))
     cumulative, total = [], 0.0
     for c in cands:
         total += c.prob
@@ -96,43 +103,45 @@ def _bars(fig: go.Figure, cands: list, chosen_ids: set, hover: list, other: floa
     line_x = list(x)
     if other is not None:
         at = len(cands)
-        fig.add_bar(x=[at], y=[other], name=words["other"], marker_color=OTHER, marker_pattern_shape="/",
-                    marker_pattern_fgcolor="rgba(80,80,80,0.8)",
-                    hovertext=[words["other_hover"].format(p=f"{other:.4f}")], hoverinfo="text",
-                    customdata=[None], offsetgroup="raw", showlegend=True)
+        traces.append(dict(type="bar", x=[at], y=[other], name=words["other"],
+                           marker=dict(color=OTHER, pattern=dict(shape="/", fgcolor="rgba(80,80,80,0.8)")),
+                           hovertext=[words["other_hover"].format(p=f"{other:.4f}")], hoverinfo="text",
+                           customdata=[None], offsetgroup="raw", showlegend=True))
         ticks = ticks + [words["other"]]
         x = x + [at]
         line_x.append(at)
         cumulative.append(min(total + other, 1.0))
-    _click_targets(fig, x[:len(cands)], [c.token_id for c in cands], hover)
-    fig.add_scatter(x=line_x, y=cumulative, name=words["cumulative"], yaxis="y2", mode="lines+markers",
-                    line=dict(color=CUMULATIVE, width=2), marker=dict(size=5), hoverinfo="y+name")
+    _click_targets(traces, x[:len(cands)], ids, hover)
+    traces.append(dict(type="scatter", x=line_x, y=cumulative, name=words["cumulative"], yaxis="y2",
+                       mode="lines+markers", line=dict(color=CUMULATIVE, width=2), marker=dict(size=5),
+                       hoverinfo="y+name"))
     return x, ticks
 
 
-def _top_p_line(fig: go.Figure, config, n: int, words: dict) -> None:
+def _top_p_line(traces: list, notes: list, config, n: int, words: dict) -> None:
     """The top-p threshold on the cumulative axis, named on the line itself, not in the legend: a fifth
     legend entry, or a long one, stacks the legend into rows that squeeze the plot. With a temperature,
     the label says the line is only a guide here."""
     threshold = words["threshold"].format(p=f"{config.top_p:g}")
     if config.temperature != 1.0:
         threshold += words["after_temperature"]
-    fig.add_scatter(x=[-0.5, n - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines", name=threshold,
-                    line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name", showlegend=False)
+    traces.append(dict(type="scatter", x=[-0.5, n - 0.5], y=[config.top_p] * 2, yaxis="y2", mode="lines",
+                       name=threshold, line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name",
+                       showlegend=False))
     # the label under the line (the curve usually runs above it there), in the text colour: a purple line
     # is a graphic, purple text would be too faint to read
-    fig.add_annotation(x=n - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
-                       xanchor="right", yanchor="top", font=dict(size=13))
+    notes.append(dict(x=n - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
+                      xanchor="right", yanchor="top", font=dict(size=13)))
 
 
-def _click_targets(fig: go.Figure, x: list, token_ids: list, hover: list) -> None:
+def _click_targets(traces: list, x: list, token_ids: list, hover: list) -> None:
     """A clear bar the full height of the plot behind each candidate's column, carrying its token: a rank-3
     bar at p = 0.01 is a few pixels tall, too small to click, but its column is not. On the right-hand axis,
     whose bars are grouped apart, so the visible pairs keep their places; it carries the hover text too,
     since it lies over them."""
-    fig.add_bar(x=x, y=[1.05] * len(x), yaxis="y2", width=0.8, marker_color="rgba(0,0,0,0)",
-                marker_line_width=0, customdata=token_ids, hovertext=hover, hoverinfo="text", showlegend=False,
-                name="")
+    traces.append(dict(type="bar", x=x, y=[1.05] * len(x), yaxis="y2", width=0.8,
+                       marker=dict(color="rgba(0,0,0,0)", line=dict(width=0)), customdata=token_ids,
+                       hovertext=hover, hoverinfo="text", showlegend=False, name=""))
 
 
 def top_and_beyond(cands: list) -> tuple:

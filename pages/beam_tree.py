@@ -157,7 +157,7 @@ def tree_panel():
         "score": t("beam.fig_score"), "rank": t("beam.fig_rank"), "beam": t("beam.fig_beam"),
         "status": t("beam.fig_status")})
     with_badge(fig, served_badge(trace, trace.steps[upto - 1] if trace.steps else None, step=upto))
-    main_chart(fig, "beam_chart", slot, width="stretch")
+    main_chart(fig, "beam_chart", slot)
     st.caption(t("beam.legend_note"))
 
     # ---- the final hypotheses, ranked under the live length penalty -------------------------------

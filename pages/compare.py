@@ -135,7 +135,7 @@ for names in coinciding([(name, tr) for _, name, tr in shown]):
               n=len(token_ids(next(tr for _, name, tr in shown if name == names[0])))))
 fig = lanes_figure([(name, tr) for _, name, tr in shown], parts, highlight_step=highlight, texts={
     "title": t("compare.fig_title"), "x": t("compare.fig_x"), "y": t("compare.fig_y"), "parts": t("compare.fig_parts")})
-main_chart(fig, "cmp_chart", slot, width="stretch")
+main_chart(fig, "cmp_chart", slot)
 
 mode = st.radio(t("step.colour_by"), ["prob", "rank"], horizontal=True, key="cmp_colour",
                 format_func=lambda m: t(f"step.colour_{m}"))

@@ -9,6 +9,7 @@ from engine.service import shared_service
 from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import duration, for_markdown, one_line, visible
+from ui.chart import show_figure
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
@@ -86,17 +87,17 @@ def step_and_gumbel():
     cols[2].metric(t("embedding.argmax"), visible(fb.argmax_text))
     cols[3].metric(t("embedding.norms"), f"{fb.norm:.3f} / {fb.nearest_norm:.3f}", help=t("embedding.norms_help"))
     left, right = st.columns(2)
-    left.plotly_chart(sized(neighbour_bars(fb.nearest, t("embedding.cosine"),
-                                           t("embedding.nearest_title", step=step.index + 1),
-                                           highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart")
-    right.plotly_chart(sized(neighbour_bars(fb.weights, t("embedding.weight"),
-                                            t("embedding.weights_title", step=step.index + 1),
-                                            highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart")
+    show_figure(sized(neighbour_bars(fb.nearest, t("embedding.cosine"),
+                                     t("embedding.nearest_title", step=step.index + 1),
+                                     highlight_id=fb.argmax_id, range_max=1.0)), key="ee_nearest_chart", where=left)
+    show_figure(sized(neighbour_bars(fb.weights, t("embedding.weight"),
+                                     t("embedding.weights_title", step=step.index + 1),
+                                     highlight_id=fb.argmax_id, range_max=1.0)), key="ee_weights_chart", where=right)
     projection = next((p for p in projections if p.step == step.index), None)
     if projection is not None:
         proj_labels = {k: t("embedding." + k) for k in ("nearest", "heavy", "cosine", "weight", "e", "pc1", "pc2")}
         proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
-        st.plotly_chart(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
+        show_figure(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
         st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
 
     # ---- Gumbel-softmax ---------------------------------------------------------------------------
@@ -120,17 +121,17 @@ def step_and_gumbel():
     g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
     if g_step is not None:
         gl, gr = st.columns(2)
-        gl.plotly_chart(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
-                                             t("embedding.gumbel_weights_title", step=g_step.index + 1),
-                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
-                        key="ee_gumbel_weights")
-        gr.plotly_chart(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
-                                             t("embedding.gumbel_nearest_title", step=g_step.index + 1),
-                                             highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
-                        key="ee_gumbel_nearest")
+        show_figure(sized(neighbour_bars(g_step.feedback.weights, t("embedding.weight"),
+                                         t("embedding.gumbel_weights_title", step=g_step.index + 1),
+                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
+                    key="ee_gumbel_weights", where=gl)
+        show_figure(sized(neighbour_bars(g_step.feedback.nearest, t("embedding.cosine"),
+                                         t("embedding.gumbel_nearest_title", step=g_step.index + 1),
+                                         highlight_id=g_step.feedback.argmax_id, range_max=1.0)),
+                    key="ee_gumbel_nearest", where=gr)
         st.markdown(t("embedding.gumbel_text", text=one_line(gumbel.best.text)))
     tau_labels = {"top_weight": t("embedding.top_weight"), "title": t("embedding.tau_title")}
-    st.plotly_chart(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
+    show_figure(sized(tau_curve(sweep, tau_labels, current=float(tau))), key="ee_tau_chart")
     st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
                   low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
                   token=for_markdown(visible(sweep[-1].top[0].text))))

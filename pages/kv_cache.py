@@ -8,6 +8,7 @@ from engine.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
+from ui.chart import show_figure
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, sized
@@ -79,7 +80,7 @@ main_chart(cache_rows(cs, row_labels), "kv_rows_chart", slot)
 
 block_labels = {k: t("kv." + k) for k in ("beam", "block", "refs", "beams", "tokens", "position")}
 block_labels["title"] = t("kv.blocks_title", block=BLOCK_SIZE)
-st.plotly_chart(sized(paged_blocks(cs, lm.token_texts, block_labels)), key="kv_blocks_chart")
+show_figure(sized(paged_blocks(cs, lm.token_texts, block_labels)), key="kv_blocks_chart")
 st.caption(t("kv.blocks_caption"))
 
 # ---- over the whole trace ----------------------------------------------------------
@@ -87,7 +88,7 @@ st.subheader(t("kv.over_steps"))
 line_labels = {"step": t("kv.step"), "title": t("kv.bytes_title")}
 series = {t("kv.series_real"): ([c.step + 1 for c in steps], [c.bytes for c in steps]),
           t("kv.series_paged"): ([c.step + 1 for c in steps], [c.paged_bytes for c in steps])}
-st.plotly_chart(sized(bytes_lines(series, line_labels)), key="kv_bytes_chart")
+show_figure(sized(bytes_lines(series, line_labels)), key="kv_bytes_chart")
 saving = 1 - last.paged_bytes / last.bytes if last.bytes else 0.0
 st.markdown(t("kv.saving_less" if saving >= 0 else "kv.saving_more", real=f"{last.bytes / 1e6:,.2f}",
               paged=f"{last.paged_bytes / 1e6:,.2f}", percent=f"{100 * abs(saving):.0f}"))
@@ -109,8 +110,8 @@ soft_series = {t("kv.series_greedy"): ([s.index + 1 for s in greedy.steps], [s.k
                t("kv.series_soft"): ([s.index + 1 for s in soft.steps], [s.kv.bytes for s in soft.steps])}
 if strategy == "beam":
     soft_series[t("kv.series_beam", beams=beams)] = ([c.step + 1 for c in steps], [c.bytes for c in steps])
-st.plotly_chart(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})),
-                key="kv_soft_chart")
+show_figure(sized(bytes_lines(soft_series, {"step": t("kv.step"), "title": t("kv.soft_title")})),
+            key="kv_soft_chart")
 g_last, s_last = greedy.steps[common - 1].kv, soft.steps[common - 1].kv
 verdict = "kv.soft_same" if same else "kv.soft_differs"
 st.markdown(t(verdict, steps=common, rows=f"{s_last.rows:,}", bytes=f"{s_last.bytes:,}",

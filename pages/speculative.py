@@ -10,6 +10,7 @@ from figures.labels import duration, for_markdown, for_plotly, one_line, visible
 from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
                                  u_against_ratio)
 from ui.export import export_bar
+from ui.chart import show_figure
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
@@ -144,32 +145,32 @@ if chosen is not None:
         draft = rnd.drafts[chosen[1]]
         alpha = 1.0 - draft.residual_mass
         labels["title"] = t("spec.pq_title", token=for_plotly(draft.text))
-        left.plotly_chart(sized(p_and_q(draft.candidates, labels, alpha, draft.token_id)), key="sd_pq")
+        show_figure(sized(p_and_q(draft.candidates, labels, alpha, draft.token_id)), key="sd_pq", where=left)
         ratio = draft.p / draft.q if draft.q > 0 else float("inf")
         st.markdown(t("spec.check_numbers", p=f"{draft.p:.4f}", q=f"{draft.q:.4f}", ratio=f"{ratio:.4f}",
                       alpha=f"{alpha:.3f}", tv=f"{draft.residual_mass:.3f}"))
         if draft.u is not None:
             st.markdown(t("spec.check_sample", u=f"{draft.u:.4f}", ratio=f"{min(ratio, 1.0):.4f}",
                           status=t("spec." + draft.status)))
-            right.plotly_chart(sized(u_against_ratio(draft.u, ratio, {"keep": t("spec.keep_zone"),
-                                                                      "reject": t("spec.reject_zone"),
-                                                                      "title": t("spec.u_title")})), key="sd_u")
+            show_figure(sized(u_against_ratio(draft.u, ratio, {"keep": t("spec.keep_zone"),
+                                                               "reject": t("spec.reject_zone"),
+                                                               "title": t("spec.u_title")})), key="sd_u", where=right)
         else:
             top = max(draft.candidates, key=lambda c: c.p)
             st.markdown(t("spec.check_greedy", top=for_markdown(visible(top.text)), status=t("spec." + draft.status)))
         if draft.residual:
-            right.plotly_chart(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
-                "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual")
+            show_figure(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
+                "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual", where=right)
     else:
         labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + rnd.next_kind))
-        left.plotly_chart(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
-            max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq")
+        show_figure(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
+            max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq", where=left)
         st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
                       token=for_markdown(visible(rnd.next_text))))
         rejected = next((d for d in rnd.drafts if d.status == "rejected"), None)
         if rejected is not None and rejected.residual:
-            right.plotly_chart(sized(residual_bars(rejected.residual, {"prob": t("spec.prob"), "title": t(
-                "spec.residual_title", mass=f"{rejected.residual_mass:.3f}")})), key="sd_residual")
+            show_figure(sized(residual_bars(rejected.residual, {"prob": t("spec.prob"), "title": t(
+                "spec.residual_title", mass=f"{rejected.residual_mass:.3f}")})), key="sd_residual", where=right)
 else:
     st.info(t("spec.no_positions"))
 
@@ -181,7 +182,7 @@ cols[0].metric(t("spec.alpha"), f"{acc.alpha:.3f}", help=t("spec.alpha_help"))
 cols[1].metric(t("spec.per_round"), f"{acc.tokens_per_round:.2f}")
 cols[2].metric(t("spec.predicted"), f"{acc.predicted:.2f}", help=t("spec.predicted_help"))
 cols[3].metric(t("spec.k_fixed"), trace.config.draft_tokens)
-st.plotly_chart(sized(acceptance_bars(acc.rates, acc.counts, acc.alpha, {
+show_figure(sized(acceptance_bars(acc.rates, acc.counts, acc.alpha, {
     "title": t("spec.acceptance_title"), "rate": t("spec.rate"), "position": t("spec.draft_position"),
     "alpha": t("spec.alpha_line")})), key="sd_acceptance")
 st.markdown(t("spec.acceptance_text", k=trace.config.draft_tokens, alpha=f"{acc.alpha:.3f}",
@@ -255,7 +256,7 @@ if proof is not None and proof["done"] > 0:
         verdicts.append(t("spec.verdict_" + ("follows" if result.p_value > SIGNIFICANCE else "leaves"),
                           rule=t("spec.rule_" + rule), pvalue=f"{result.p_value:.3g}", tv=f"{result.tv:.4f}",
                           dof=result.dof, kept=kept))
-    st.plotly_chart(sized(draw_histograms([float(p[i]) for i in top], [lm.token_texts[i] for i in top], panels, {
+    show_figure(sized(draw_histograms([float(p[i]) for i in top], [lm.token_texts[i] for i in top], panels, {
         "title": t("spec.prove_title", n=f"{done:,}"), "drawn": t("spec.drawn"), "p": t("spec.p")})),
         key="sd_proof_chart")
     if done < n:

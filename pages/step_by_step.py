@@ -12,7 +12,7 @@ from ui.export import export_bar
 from ui.i18n import t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
-from ui.present import main_figure, shortcut
+from ui.present import main_chart, shortcut
 from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, sync_url
@@ -190,7 +190,7 @@ def _step_chart(step, forced_here):
         other=other_mass(step) if served_facts(recorded) else None)
     with chart_col:
         with_badge(fig, served_badge(recorded, step))
-        event = main_figure(fig, "sbs_chart", on_select="rerun")
+        event = main_chart(fig, "sbs_chart", on_select="rerun")
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
     with facts_col:

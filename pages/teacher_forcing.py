@@ -12,6 +12,7 @@ from figures.embedding import neighbour_bars
 from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
+from ui.chart import show_figure
 from ui.demo import DEMO_REFERENCES, demo_reference
 from ui.i18n import t
 from ui.limits import reference_within_limit
@@ -167,7 +168,7 @@ else:
                   own=for_markdown(visible(first.own_text)), true=for_markdown(visible(first.true_text)), same=d))
     kl_labels = {k: t("teacher." + k) for k in ("kl", "own", "true", "own_token", "own_prob")}
     kl_labels["title"] = t("teacher.kl_title")
-    st.plotly_chart(sized(kl_lines(run.comparison, kl_labels)), key="tf_kl_chart")
+    show_figure(sized(kl_lines(run.comparison, kl_labels)), key="tf_kl_chart")
     mean_kl = sum(c.kl for c in run.comparison) / len(run.comparison)
     st.markdown(t("teacher.kl_summary", mean=f"{mean_kl:.3f}", max=f"{max(c.kl for c in run.comparison):.3f}",
                   count=len(run.comparison)))
@@ -186,14 +187,14 @@ else:
         return top + [Neighbour(row.true_token_id, row.true_text, prob)]
 
     left, right = st.columns(2)
-    left.plotly_chart(sized(neighbour_bars(with_reference(row.own_top, row.own_prob_of_true), t("teacher.prob"),
-                                           t("teacher.own_title", pos=pick + 1), highlight_id=row.true_token_id,
-                                           range_max=1.0)),
-                      key="tf_own_chart")
-    right.plotly_chart(sized(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob),
-                                            t("teacher.prob"),
-                                            t("teacher.true_title", pos=pick + 1), highlight_id=row.true_token_id,
-                                            range_max=1.0)), key="tf_true_chart")
+    show_figure(sized(neighbour_bars(with_reference(row.own_top, row.own_prob_of_true), t("teacher.prob"),
+                                     t("teacher.own_title", pos=pick + 1), highlight_id=row.true_token_id,
+                                     range_max=1.0)),
+                key="tf_own_chart", where=left)
+    show_figure(sized(neighbour_bars(with_reference(row.true_top, forced.positions[pick].prob),
+                                     t("teacher.prob"),
+                                     t("teacher.true_title", pos=pick + 1), highlight_id=row.true_token_id,
+                                     range_max=1.0)), key="tf_true_chart", where=right)
     st.caption(t("teacher.pair_caption", kl=f"{row.kl:.3f}", prob=f"{row.own_prob_of_true:.4f}",
                  token=for_markdown(visible(row.true_text))))
 
@@ -215,7 +216,7 @@ cols[1].metric(t("teacher.metric_logprob"), f"{mixed.logprob:.2f}", delta=f"{mix
 cols[2].metric(t("teacher.metric_passes"), f"{mixed.forward_passes}")
 strip_labels = {k: t("teacher." + k) for k in ("swapped", "kept", "logprob")}
 strip_labels["title"] = t("teacher.strip_title", eps=f"{eps:.2f}", swapped=swapped, n=n)
-st.plotly_chart(sized(swap_strip(forced, mixed, strip_labels)), key="tf_strip_chart")
+show_figure(sized(swap_strip(forced, mixed, strip_labels)), key="tf_strip_chart")
 
 points = st.select_slider(t("teacher.points"), [3, 5, 6, 11, 21], value=11, key="tf_points")
 # the curve costs many forward passes (about points/2 free runs): it runs when asked, and says so first
@@ -229,7 +230,7 @@ if show_curve:
     curve_labels = {k: t("teacher." + k) for k in ("curve", "logprob", "swapped", "teacher", "free")}
     curve_labels["title"] = t("teacher.curve_title")
     free_line = run.logprob if len(run.token_ids) == n else None
-    st.plotly_chart(sized(epsilon_figure(curve, curve_labels, forced.logprob, free_line)), key="tf_curve_chart")
+    show_figure(sized(epsilon_figure(curve, curve_labels, forced.logprob, free_line)), key="tf_curve_chart")
     ends = dict(first=f"{curve[0].logprob:.2f}", last=f"{curve[-1].logprob:.2f}", teacher=f"{forced.logprob:.2f}")
     if free_line is not None:
         st.markdown(t("teacher.curve_summary", free=f"{run.logprob:.2f}", **ends))

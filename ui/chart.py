@@ -23,6 +23,7 @@ from pathlib import Path
 
 import plotly
 import streamlit as st
+from plotly.io.json import to_json_plotly
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 FULL_BUNDLE = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
@@ -112,11 +113,12 @@ export default function ({ parentElement, data, setTriggerValue }) {
   gd.style.height = layout.height + "px";
   layout.width = gd.clientWidth || undefined;       // as wide as the column
   // the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its
-  // palette, no background of its own; a figure's explicit settings win
+  // palette, no background of its own, margins that grow to fit the axes' labels (figures with narrow
+  // margins count on it); a figure's explicit settings win
   const page = getComputedStyle(parentElement);
+  const axis = { gridcolor: GRID, zeroline: false, automargin: true };
   layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-    xaxis: { gridcolor: GRID, zeroline: false }, yaxis: { gridcolor: GRID, zeroline: false } } };
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", xaxis: axis, yaxis: axis } };
   const config = Object.assign({ displaylogo: false }, spec.config || {});
   gd.__dsSpec = spec;                               // the figure this element was last given
   plotly().then((Plotly) => {
@@ -154,6 +156,14 @@ def figure_data(element) -> dict:
     return json.loads(json.loads(element.proto.json)["figure"])
 
 
+def figure_json(fig) -> str:
+    """The figure as the element draws it: without the figure's template, which the element replaces by the
+    page's own look (a third of a bar chart's JSON, sent again at every step)."""
+    spec = fig.to_dict()              # a copy: the figure itself keeps its template (the HTML export uses it)
+    spec["layout"].pop("template", None)
+    return to_json_plotly(spec)
+
+
 def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False):
     """Draw `fig` in the chart element `key` (in `where`, a container, else here), kept across reruns.
 
@@ -162,7 +172,7 @@ def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False
     point_index), else None. `stretch`: fill the box it is in (presentation mode's stage)."""
     publish_plotly()
     height = fig.layout.height or DEFAULT_HEIGHT
-    data = {"figure": fig.to_json(), "height": height, "stretch": stretch, "select": on_select == "rerun"}
+    data = {"figure": figure_json(fig), "height": height, "stretch": stretch, "select": on_select == "rerun"}
     with where if where is not None else nullcontext():
         result = _chart(key=key, data=data, height="stretch" if stretch else "content",
                         on_select_change=(lambda: None) if on_select == "rerun" else None)

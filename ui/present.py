@@ -145,21 +145,12 @@ _FIT_STAGE = """<script>
 </script>""" % {"min": STAGE_MIN, "gap": STAGE_GAP}
 
 
-def main_chart(fig, key: str, where=None, **options):
-    """Draw the page's main figure (`where`: a container, else here) and return what st.plotly_chart returns.
+def main_chart(fig, key: str, where=None, on_select=None):
+    """Draw the page's main figure (`where`: a container, else here) in a chart element that stays mounted
+    from one figure to the next (ui.chart), so stepping redraws the plot in place. Returns the click's
+    selection on the run it causes (with on_select="rerun"), else None.
 
     In presentation mode it goes in a box the browser sizes to the window (see _FIT_STAGE), and fills it."""
-    target = where if where is not None else st
-    fig = sized(fig, main=True)
-    if not presenting():
-        return target.plotly_chart(fig, key=key, **options)
-    box = target.container(key=f"stage_fit_{key}", height=STAGE_HEIGHT, border=False)   # a box the chart fills
-    return box.plotly_chart(fig, key=key, height="stretch", **options)
-
-
-def main_figure(fig, key: str, where=None, on_select=None):
-    """Like main_chart, in a chart element that stays mounted from one figure to the next (ui.chart), so
-    stepping redraws the plot in place. Returns the click's selection on the run it causes, else None."""
     fig = sized(fig, main=True)
     if not presenting():
         return show_figure(fig, key, where=where, on_select=on_select)

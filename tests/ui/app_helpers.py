@@ -39,16 +39,15 @@ def open_app(page: str, *, params: dict | None = None, state: dict | None = None
 
 def figures(at) -> list:
     """Every chart's Plotly figure on the page (an AppTest, or a block of one such as `at.main`), in page
-    order: Streamlit's own charts and the app's chart element (ui.chart) alike."""
+    order. Every chart is the app's chart element (ui.chart): Streamlit's own would load Plotly a second time."""
     from ui.chart import CHART_NAME, figure_data
 
     block = at.main if isinstance(at, AppTest) else at
     found = []
     for element in block:
         kind = getattr(element, "type", None)
-        if kind == "plotly_chart":
-            found.append(json.loads(element.proto.spec))
-        elif kind == "bidi_component" and element.proto.component_name == CHART_NAME:
+        assert kind != "plotly_chart", "a chart drawn with st.plotly_chart, not ui.chart"
+        if kind == "bidi_component" and element.proto.component_name == CHART_NAME:
             found.append(figure_data(element))
     return found
 

@@ -1,10 +1,11 @@
 """Compare says when lanes draw the same tokens, and draws them so each line can be seen."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
+
+from app_helpers import figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ def test_top_k_1_coincides_with_greedy_and_both_lines_show(tiny_llama_folder):
     notes = [i.value for i in at.info if "exactly the same" in i.value]
     # top-p 0.05 keeps only the top token as well: all three lanes are greedy
     assert len(notes) == 1 and all(name in notes[0] for name in ("Greedy", "top\\-k 1", "top\\-p 0\\.05")), notes
-    lines = [d for d in json.loads(at.get("plotly_chart")[0].proto.spec)["data"] if d.get("mode") == "lines+markers"]
+    lines = [d for d in figures(at)[0]["data"] if d.get("mode") == "lines+markers"]
     assert len(lines) == 3
     widths = [d["line"]["width"] for d in lines]
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3       # the lower the wider

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import NEW, PROMPT, greedy_tokens, markdown_text, metric, open_page
+from app_helpers import NEW, PROMPT, figures, greedy_tokens, markdown_text, metric, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,10 +57,9 @@ def test_kv_page_beam_counts_every_slot(tiny_llama_folder):
     assert metric(at, "Bytes (measured)") == f"{3 * len(prompt) * bytes_per_token(lm.model) / 1e6:,.2f} MB"
     at.slider(key="kv_step").set_value(steps).run()
     assert metric(at, "Rows (measured)") == f"{3 * (len(prompt) + steps - 1):,}"
-    import json
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert f"after step {steps}" in titles[0]           # the last of `steps` steps is step `steps`
-    assert len(at.get("plotly_chart")) == 4
+    assert len(figures(at)) == 4
 
 
 def test_kv_page_in_chinese(tiny_llama_folder):
@@ -117,10 +116,10 @@ def test_teacher_page_says_what_the_curve_costs_and_runs_it_when_asked(tiny_llam
     passes = sum(1 + sum(c < eps for c in u[:-1]) for eps in (0.0, 0.5, 1.0))
     assert any(f"takes {passes:,} forward passes" in c.value for c in at.caption), [c.value for c in at.caption]
     assert "At eps = 0 the curve gives" not in markdown_text(at)          # not computed until asked
-    charts = len(at.get("plotly_chart"))
+    charts = len(figures(at))
     at.toggle(key="tf_curve").set_value(True).run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == charts + 1
+    assert len(figures(at)) == charts + 1
     assert "At eps = 0 the curve gives" in markdown_text(at)
 
 
@@ -136,7 +135,7 @@ def test_embedding_page_counts_the_cost_and_shows_the_lanes(tiny_llama_folder):
     text = markdown_text(at)
     assert "**Discrete (greedy):**" in text and "**Soft (the argmax" in text
     assert "as tau goes to 0 the sample becomes one-hot" in text
-    assert len(at.get("plotly_chart")) >= 6
+    assert len(figures(at)) >= 6
 
 
 def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_llama_folder):
@@ -152,9 +151,8 @@ def test_embedding_page_low_temperature_makes_e_a_real_token(tiny_llama_folder):
 
 # ---- presentation mode enlarges every figure's text -----------------------------------------------
 def figure_font_sizes(at: AppTest) -> list:
-    import json
 
-    return [json.loads(c.proto.spec)["layout"].get("font", {}).get("size") for c in at.get("plotly_chart")]
+    return [f["layout"].get("font", {}).get("size") for f in figures(at)]
 
 
 def test_presentation_mode_enlarges_figure_text(tiny_llama_folder):

@@ -5,14 +5,13 @@ numbers are worked out here with plain forward passes, not read from the page's 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from app_helpers import NEW, PROMPT, greedy_tokens, markdown_text, metric, open_page  # noqa: E402
+from app_helpers import NEW, PROMPT, figures, greedy_tokens, markdown_text, metric, open_page  # noqa: E402
 
 OTHER_PROMPT = "The best way to learn programming is"
 
@@ -25,7 +24,7 @@ def log_prob(lm, prompt: str, reference_ids: list) -> float:
 
 
 def titles(at) -> list:
-    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    return [f["layout"].get("title", {}).get("text", "") for f in figures(at)]
 
 
 # ---- the reference belongs to its prompt ------------------------------------------------------
@@ -33,7 +32,7 @@ def test_default_reference_is_not_scored_under_another_prompt(tiny_llama_folder)
     _, folder = tiny_llama_folder
     at = open_page(folder, "teacher_forcing", prompt=OTHER_PROMPT)
     assert "another prompt" in at.warning[0].value
-    assert not at.get("plotly_chart") and not [m for m in at.metric if m.label == "log p(reference)"]
+    assert not figures(at) and not [m for m in at.metric if m.label == "log p(reference)"]
     # back on the prompt the Paris reference was written for, it is scored again
     at.session_state["prompt"] = PROMPT
     at.run()

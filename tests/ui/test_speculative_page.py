@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui.shared_model
 from engine import ModelLoadError
-from app_helpers import ROOT, page_links, texts
+from app_helpers import ROOT, figures, page_links, texts
 from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -67,7 +67,7 @@ def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
     assert (config.temperature, config.top_k, config.top_p) == (1.5, 40, 0.95)
     assert at.number_input(key="sd_n").value == 3000
     assert [e.value for e in at.error] == []
-    assert at.get("plotly_chart"), "the strip and the position's figures"
+    assert figures(at), "the strip and the position's figures"
     # the page opens on the first rejection (else the first draft), and the address names it
     rejected = [(r.index, j) for r in trace.rounds for j, d in enumerate(r.drafts) if d.status == "rejected"]
     r, j = rejected[0] if rejected else (0, 0)
@@ -89,14 +89,14 @@ def test_choosing_a_position_goes_into_the_address(tiny_loads):
 def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads, name, named):
     at = open_page(LINK)
     shown = at.session_state["sd_trace"]
-    charts = len(at.get("plotly_chart"))
+    charts = len(figures(at))
     at.radio(key="sd_kind").set_value("model").run()
     at.text_input(key="sd_model").input(name).run()
     assert not at.exception
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and named in errors[0], errors
     assert name != "other-vocabulary" or "share the target's vocabulary" in errors[0]
-    assert at.session_state["sd_trace"] is shown and len(at.get("plotly_chart")) == charts     # all stays on screen
+    assert at.session_state["sd_trace"] is shown and len(figures(at)) == charts     # all stays on screen
 
 
 def test_the_proof_tells_the_slip_from_the_rule(tiny_loads):
@@ -179,4 +179,4 @@ def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_
     assert trace.config.draft == "prompt-lookup:2" and trace.rounds
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "finds no earlier occurrence" in errors[0], errors
-    assert at.get("plotly_chart")
+    assert figures(at)

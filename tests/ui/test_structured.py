@@ -11,7 +11,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import open_app, texts
+from app_helpers import figures, open_app, texts
 from engine.trace.mask import unpack_mask
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -81,7 +81,7 @@ def test_a_saved_constrained_trace_reopens_without_the_model(no_local_loads):
     at.file_uploader(key="so_upload").set_value(("so.json", saved.to_json().encode(), "application/json")).run()
     assert not at.exception, at.exception
     steps = [s for s in saved.steps if s.grammar is not None]
-    [strip] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    [strip] = figures(at)
     bars = strip["data"][0]
     assert bars["x"] == [s.index + 1 for s in steps]
     assert bars["y"] == pytest.approx([max(s.grammar.feasible_mass, 1e-12) for s in steps])
@@ -103,4 +103,4 @@ def test_a_trace_without_masks_gets_one_line(no_local_loads):
     at.file_uploader(key="so_upload").set_value(("plain.json", plain.to_json().encode(), "application/json")).run()
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [texts("structured")["upload_no_mask"].format(strategy="greedy")]
-    assert not at.get("plotly_chart")
+    assert not figures(at)

@@ -17,7 +17,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import ui.shared_model
-from app_helpers import INTERVIEW, page_links
+from app_helpers import INTERVIEW, figures, page_links
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
@@ -57,7 +57,7 @@ def follow(at: AppTest, params: dict) -> AppTest:
 
 
 def chart_titles(at: AppTest) -> list:
-    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    return [f["layout"].get("title", {}).get("text", "") for f in figures(at)]
 
 
 # ---- the links, on the tiny model --------------------------------------------------------------------
