@@ -6,6 +6,7 @@ import re
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 
 from browser_helpers import assert_no_exception, chart_texts, click_key, open_page, screenshot
 from figures.labels import WORD_JOINER
@@ -17,7 +18,7 @@ def test_a_served_model_shows_its_badge_and_the_other_bar(page, server, llama_se
     open_page(page, server, "step_by_step", f"server={quote(llama_server, safe='')}&max_new_tokens=3&top_n=8")
     assert_no_exception(page, server)
     box = page.locator("[data-testid='stSidebar'] .st-key-server input")
-    assert box.input_value() == llama_server
+    expect(box).to_have_value(llama_server, timeout=30_000)     # on a loaded machine the sidebar may still be drawing
     assert page.locator(".js-plotly-plot").count() == 0          # nothing decoded before the click
     click_key(page, "served_connect")
     assert_no_exception(page, server)
