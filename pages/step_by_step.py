@@ -5,6 +5,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
+from engine.stepper import Stepper
 from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
@@ -18,7 +19,6 @@ from ui.served import served_badge, served_facts, served_limits, served_trace, w
 from ui.settings import read, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import connected_server, model_facts_panel, served_selected
-from engine.stepper import Stepper
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened

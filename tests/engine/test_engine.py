@@ -68,7 +68,7 @@ def test_engine_imports_no_streamlit():
 
 def test_bad_arguments_are_answered_before_pytorch_is_imported():
     """A typo costs well under a second: the checks run before the model libraries are imported."""
-    code = ("import sys, contextlib, io; from engine.__main__ import main; err = io.StringIO();"
+    code = ("import sys; from engine.__main__ import main;"
             "cases = [['decode', '--prompt', ''], ['decode', '--prompt', 'x', '--max-new-tokens', '0'],"
             "         ['decode', '--prompt', 'x', '--strategy', 'sample', '--top-p', '2']];"
             "codes = [main(c) for c in cases];"
