@@ -6,7 +6,7 @@ import pytest
 
 from served_fixtures import llama_server, stub_server  # noqa: F401  (tests/served, tests/ui, tests/browser)
 import tiers
-from tiers import bundled_only_where_marked  # noqa: F401  (autouse)
+from tiers import bundled_only_where_marked, processes_only_where_marked  # noqa: F401  (autouse)
 from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: F401
 
 @pytest.fixture(scope="session")

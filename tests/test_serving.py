@@ -56,6 +56,7 @@ def test_make_run_serves_localhost_and_host_opens_it_to_a_room():
     assert room[room.index("--server.address") + 1] == "0.0.0.0"
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tmp_path):
     from websockets.sync.client import connect
 
@@ -90,6 +91,7 @@ def test_the_server_make_run_starts_listens_on_localhost_and_watches_no_files(tm
         proc.wait(timeout=30)
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_the_server_refuses_uploads_bigger_than_the_largest_trace_it_reads():
     """Streamlit holds an upload in memory for the session's life; its default would take 200 MB."""
     from engine.trace import MAX_TRACE_BYTES

@@ -5,14 +5,17 @@
 | tiny    | tiny random models built in the test, in this process, nothing else  |
 | apptest | Streamlit's AppTest (the app's pages run in this process)            |
 | cli     | the command line, in this process (run_cli) or as a subprocess       |
+| process | a fresh Python interpreter (the CLI, the app server, a bench import) |
 | served  | a real llama.cpp server                                              |
 | bundled | a bundled model (SmolLM2 or Gemma 3 270M; `gemma` marks the latter)  |
 | browser | the real app in headless Chromium                                    |
 
-`make check` runs `not (browser or served or bundled)`. A test is marked bundled when it asks for the
+`make check` runs `not (browser or served or bundled or process)`. A test is marked bundled when it asks for the
 `bundled` or `gemma` fixture or says `pytest.mark.bundled` itself (an AppTest test on the default model);
 a test that is not marked bundled and still loads a bundled model fails with a line saying so, so the
-fast tier can never quietly grow a bundled-model load.
+fast tier can never quietly grow a bundled-model load. In the same way a test that starts a fresh Python
+interpreter says `pytest.mark.process`: each one pays PyTorch's and transformers' imports again (8-10 s of CPU
+on this 2-core machine), and the fast tier runs the same code in this process (`run_cli`, `cli_in_process`).
 """
 from __future__ import annotations
 
@@ -26,12 +29,14 @@ TIERS = {
     "tiny": "tiny random models only, in this process (the fast tier's core)",
     "apptest": "drives the app's pages with Streamlit's AppTest",
     "cli": "runs the command line (in this process or as a subprocess)",
+    "process": "starts a fresh Python interpreter (the CLI, the app server, an import check)",
     "served": "talks to a real llama.cpp server",
     "bundled": "runs on a bundled model (SmolLM2, or Gemma 3 270M)",
     "gemma": "runs on the bundled Gemma 3 270M (262,144-token vocabulary; slow first load)",
     "browser": "drives the real app in headless Chromium",
 }
 SLOW = ("browser", "served", "bundled")
+OUTSIDE_CHECK = (*SLOW, "process")       # what `make check` leaves to `make test`
 
 
 def examples(full: int) -> int:
@@ -112,6 +117,34 @@ def bundled_only_where_marked(request, monkeypatch):
     if reached:
         pytest.fail(f"{request.node.nodeid} loads a bundled model but is not marked bundled: ask for the "
                     "`bundled` fixture or add pytest.mark.bundled", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def processes_only_where_marked(request, monkeypatch):
+    """A test outside `make test`'s own tiers that starts a Python interpreter fails, naming the fix: the
+    start is refused (the test then fails on it) and the line below says to mark the test `process`."""
+    if any(request.node.get_closest_marker(name) for name in OUTSIDE_CHECK):
+        yield
+        return
+    import subprocess
+    import sys
+
+    started = []
+    real = subprocess.Popen
+
+    class Refused(real):
+        def __init__(self, args, *rest, **kwargs):
+            program = args[0] if isinstance(args, list | tuple) and args else args
+            if str(program) == sys.executable:
+                started.append(args)
+                raise OSError("a Python interpreter is not started in this test tier")
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Refused)
+    yield
+    if started:
+        pytest.fail(f"{request.node.nodeid} starts a Python interpreter but is not marked process: add "
+                    "pytest.mark.process (make check leaves it to make test)", pytrace=False)
 
 
 def summary(items) -> str:

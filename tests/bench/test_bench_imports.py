@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if p.stem != "__init__")
 
@@ -50,6 +52,7 @@ def test_the_bench_folder_is_read():
     assert {"bench_gpu", "bench_engine", "hostile_run"} <= set(BENCH)
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_every_bench_module_imports_from_the_project_root():
     modules = [f"bench.{name}" for name in BENCH]
     modules += sorted(set().union(*(nested_imports(ROOT / "bench" / f"{name}.py") for name in BENCH)))

@@ -423,6 +423,7 @@ def test_cli_parameters_at_their_bounds_work(capsys, monkeypatch, tiny_folder):
         assert result.returncode == 0, (args, result.stderr[-2000:])
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 @needs_cli
 def test_cli_as_a_real_process_prints_one_line_and_no_traceback(tmp_path, tiny_folder, bert_folder):
     out = tmp_path / "rtl.json"

@@ -100,6 +100,7 @@ class _Lines:
         pass
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_real_processes_with_a_full_closed_or_abandoned_standard_output(server):
     """What only a real process shows: Python's own flush at exit must not add a second message."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")

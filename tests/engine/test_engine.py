@@ -56,6 +56,7 @@ def test_byte_pieces_display_as_bytes_never_replacement_char(llama):
     assert any(t.startswith("<0x") for t in texts)
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_engine_imports_no_streamlit():
     code = ("import sys, importlib, pkgutil, engine;"
             "names = [m.name for m in pkgutil.walk_packages(engine.__path__, 'engine.')];"
@@ -66,6 +67,7 @@ def test_engine_imports_no_streamlit():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_bad_arguments_are_answered_before_pytorch_is_imported():
     """A typo costs well under a second: the checks run before the model libraries are imported."""
     code = ("import sys; from engine.__main__ import main;"
@@ -116,6 +118,7 @@ def test_load_errors_are_one_clear_sentence(tmp_path, monkeypatch):
         load_model(str(bert))
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_cli_prints_table_and_writes_json(saved_tiny, tmp_path):
     out = tmp_path / "trace.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1")

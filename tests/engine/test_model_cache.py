@@ -221,6 +221,7 @@ engine.model.cache.write_cache(lm.model, lm.tokenizer, Path({target!r}))
 """
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_a_write_killed_by_sigkill_leaves_a_partial_that_the_next_load_removes(fake_bundled, reference):
     target, calls = fake_bundled
     code = KILLED_WRITER.format(target=str(target))

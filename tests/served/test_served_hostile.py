@@ -281,6 +281,7 @@ def test_token_texts_with_lone_surrogates_give_json_in_utf8(raw_server, capfdbin
 IN_PROCESSES = ("garbled status line", "stream of pings", "escapes in an error body", "owned_by a dict")
 
 
+@pytest.mark.process      # a fresh interpreter: make test, not make check
 def test_real_processes_meet_faults_with_one_line_and_status_2(raw_server):
     """One case of each kind (HTTP itself, the deadline, server text, a field of another type) as a real
     `python -m engine decode --server ...`, all started at once: each one's Python and torch start-up is the
