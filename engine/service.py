@@ -12,9 +12,10 @@ since it is not the result of its request.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Callable
 
 from .config import DecodeConfig
@@ -35,6 +36,25 @@ def trace_bytes(trace: Trace) -> int:
     """A size estimate of a trace in memory, for the byte bound."""
     candidates = sum(len(s.candidates) for s in trace.steps)
     return STEP_BYTES * len(trace.steps) + CANDIDATE_BYTES * candidates + NODE_BYTES * len(trace.nodes)
+
+
+def result_bytes(value, depth: int = 0) -> int:
+    """A size estimate of any result kept in the store: traces by `trace_bytes`, tensors and arrays by their
+    bytes, containers and dataclasses by their parts (one level of records deep enough for our results)."""
+    if isinstance(value, Trace):
+        return trace_bytes(value)
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes + 100
+    if depth > 4:
+        return sys.getsizeof(value)
+    if isinstance(value, dict):
+        return 64 + sum(result_bytes(k, depth + 1) + result_bytes(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 56 + sum(result_bytes(v, depth + 1) for v in value)
+    if is_dataclass(value):
+        return 56 + sum(result_bytes(getattr(value, f.name), depth + 1) for f in fields(value))
+    return sys.getsizeof(value)
 
 
 def request_key(lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None,
@@ -76,8 +96,8 @@ class DecodeService:
         self._store.move_to_end(key)
         return entry[0]
 
-    def _put(self, key, trace: Trace) -> None:
-        size = trace_bytes(trace)
+    def _put(self, key, trace: Trace, size: int | None = None) -> None:
+        size = trace_bytes(trace) if size is None else size
         with self._lock:
             if size > self.max_bytes:
                 return
@@ -127,6 +147,29 @@ class DecodeService:
             with self._lock:
                 self._pending.pop(key, None)
             pending.done.set()
+
+    # ---- any other result a page computes from the model ------------------------------
+    def remember(self, key: tuple, compute: Callable[[], object]):
+        """compute()'s value, kept under `key` beside the traces (same byte bound, same least-recently-used
+        order) and computed once however many sessions ask at once: for the results that are not one decode
+        (teacher forcing's scores, a soft lane with its projections, a sweep). `key` must name everything the
+        value depends on, the model included; the value is shared, so callers only read it."""
+        key = ("remembered",) + tuple(key)
+        with self._lock:
+            value = self._get(key)
+            if value is not None:
+                self.hits += 1
+                return value
+
+        def compute_and_keep():
+            with self._lock:
+                self.misses += 1
+            value = compute()
+            if value is not None:
+                self._put(key, value, result_bytes(value))
+            return value, True
+
+        return self._once(key, compute_and_keep, None)
 
     # ---- one decode ----------------------------------------------------------------
     def decode(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None,

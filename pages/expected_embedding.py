@@ -42,7 +42,7 @@ with st.spinner(t("embedding.running")):
     discrete = cached("ee_discrete_trace", (lm.name, settings.prompt, discrete_config),
                       lambda: shared_service().decode(lm, settings.prompt, discrete_config))
     soft, projections = cached("ee_soft", (lm.name, settings.prompt, soft_config),
-                               lambda: soft_lane(lm, settings.prompt, soft_config))
+                               lambda: soft_lane(lm, settings.prompt, soft_config), shared_on=lm)
 
 # ---- the two lanes -------------------------------------------------------------------------
 discrete_ids = [s.chosen_ids[0] for s in discrete.steps]
@@ -113,10 +113,10 @@ def step_and_gumbel():
     gumbel_config = base.replace(strategy="gumbel", tau=float(tau), hard=bool(hard))
     with st.spinner(t("embedding.running")):
         gumbel, _ = cached("ee_gumbel", (lm.name, settings.prompt, gumbel_config),
-                           lambda: soft_lane(lm, settings.prompt, gumbel_config))
+                           lambda: soft_lane(lm, settings.prompt, gumbel_config), shared_on=lm)
         sweep = cached("ee_sweep", (lm.name, settings.prompt, settings.chat, settings.seed, temperature),
                        lambda: gumbel_sweep(lm, settings.prompt, list(TAUS), seed=settings.seed,
-                                            temperature=temperature, chat=settings.chat))
+                                            temperature=temperature, chat=settings.chat), shared_on=lm)
     g_steps = [s for s in gumbel.steps if s.feedback is not None]
     g_step = g_steps[min(index, len(g_steps) - 1)] if g_steps else None
     if g_step is not None:
@@ -141,7 +141,7 @@ step_and_gumbel()
 
 # ---- cost ----------------------------------------------------------------------------------------
 st.subheader(t("embedding.cost_header"))
-cost = cached("ee_cost", (lm.name,), lambda: feedback_cost(lm))
+cost = cached("ee_cost", (lm.name,), lambda: feedback_cost(lm), shared_on=lm)
 forward = [s.seconds for s in soft.steps[1:]] or [soft.steps[0].seconds]
 forward_ms = 1000 * sorted(forward)[len(forward) // 2]
 cols = st.columns(4)

@@ -127,12 +127,12 @@ temperature = temperature if mode == "sample" else 1.0
 # ---- 1. teacher forcing ---------------------------------------------------------------
 with st.spinner(t("teacher.running")):
     forced = cached("tf_forced", (lm.name, settings.prompt, reference, settings.chat),
-                    lambda: teacher_force(lm, settings.prompt, reference, chat=settings.chat))
+                    lambda: teacher_force(lm, settings.prompt, reference, chat=settings.chat), shared_on=lm)
     # keyed by the scored ids too: when new inputs are bad, `forced` is the kept previous result
     scored = (lm.name, tuple(forced.prompt_ids), tuple(forced.reference_ids))
     run = cached("tf_free", scored + (settings.chat, mode, temperature, settings.seed),
                  lambda: free_run(lm, forced, settings.prompt, strategy=mode, temperature=temperature,
-                                  seed=settings.seed, chat=settings.chat))
+                                  seed=settings.seed, chat=settings.chat), shared_on=lm)
 
 n = len(forced.positions)
 top1 = sum(1 for p in forced.positions if p.rank == 1)
@@ -207,7 +207,7 @@ sync_url(tf_eps=eps)
 identity = scored + (settings.chat, mode, temperature, settings.seed)
 with st.spinner(t("teacher.running")):
     mixed = cached("tf_mixed", identity + (eps,), lambda: scheduled_sampling(
-        lm, forced, eps, seed=settings.seed, strategy=mode, temperature=temperature))
+        lm, forced, eps, seed=settings.seed, strategy=mode, temperature=temperature), shared_on=lm)
 swapped = sum(mixed.swapped)
 cols = st.columns(3)
 cols[0].metric(t("teacher.metric_swapped"), f"{swapped}/{n}")
@@ -226,7 +226,7 @@ sync_url(tf_curve=show_curve)          # a shared link opens with the curve when
 if show_curve:
     with st.spinner(t("teacher.curve_running", points=points)):
         curve = cached("tf_curve_runs", identity + (points,), lambda: epsilon_curve(
-            lm, forced, points=points, seed=settings.seed, strategy=mode, temperature=temperature))
+            lm, forced, points=points, seed=settings.seed, strategy=mode, temperature=temperature), shared_on=lm)
     curve_labels = {k: t("teacher." + k) for k in ("curve", "logprob", "swapped", "teacher", "free")}
     curve_labels["title"] = t("teacher.curve_title")
     free_line = run.logprob if len(run.token_ids) == n else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine import DecodeScopeError
+from engine.service import shared_service
 from figures.labels import for_markdown
 from ui.i18n import t
 
@@ -30,15 +31,19 @@ def keep_or_stop(exc: Exception, have_previous: bool) -> None:
         shown.add("kept")
 
 
-def cached(name: str, identity: tuple, compute):
+def cached(name: str, identity: tuple, compute, shared_on=None):
     """Per-user result in session state, recomputed only when its inputs change.
 
     When the new inputs are bad (a DecodeScopeError), the message is shown and the previous
-    result is returned, so what was on screen stays; with no previous result the page stops."""
+    result is returned, so what was on screen stays; with no previous result the page stops.
+    `shared_on`: the model (a LoadedModel) the value is computed on; the value is then also kept by the
+    server's decode service under the model, `name` and `identity`, and another session asking the same is
+    answered from memory."""
     state = st.session_state
     if state.get(name + "_id") != identity:
         try:
-            value = compute()
+            value = compute() if shared_on is None else \
+                shared_service().remember((shared_on.name, shared_on.facts, name, *identity), compute)
         except DecodeScopeError as exc:
             keep_or_stop(exc, name in state)
             return state[name]

@@ -131,3 +131,32 @@ def test_an_error_reaches_every_caller_and_nothing_is_kept(llama):
     with pytest.raises(ConfigError):
         service.decode(llama, "", GREEDY)
     assert len(service) == 0 and not service._pending
+
+
+def test_other_results_are_remembered_once_bounded_and_errors_are_not_kept(llama):
+    """Teacher forcing's scores, a soft lane: computed once per key (the model's forward passes counted), evicted
+    with the traces under one byte bound, and a refusal reaches the caller without being kept."""
+    from engine.teacher import teacher_force
+    from engine.errors import ConfigError
+
+    service = DecodeService()
+    with Counting(llama) as count:
+        first = service.remember(("scores", PROMPT), lambda: teacher_force(llama, PROMPT, " Paris is big"))
+        passes = count.calls
+        again = service.remember(("scores", PROMPT), lambda: teacher_force(llama, PROMPT, " Paris is big"))
+        assert again is first and count.calls == passes and passes >= 1
+    assert first.reference_ids == teacher_force(llama, PROMPT, " Paris is big").reference_ids
+    assert (service.hits, service.misses) == (1, 1) and service.bytes > 0
+
+    def refused():
+        raise ConfigError("reference", "the reference is empty")
+
+    with pytest.raises(ConfigError):
+        service.remember(("scores", ""), refused)
+    assert service.remember(("scores", ""), lambda: "computed again") == "computed again"
+
+    small = DecodeService(max_bytes=service.bytes + 10)     # room for one set of scores
+    small.remember(("a",), lambda: teacher_force(llama, PROMPT, " Paris is big"))
+    small.remember(("b",), lambda: teacher_force(llama, PROMPT, " Rome is old"))
+    assert small.bytes <= small.max_bytes and len(small) == 1
+    assert small.remember(("b",), lambda: None) is not None            # b stayed, a went

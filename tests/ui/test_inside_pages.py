@@ -164,3 +164,28 @@ def test_presentation_mode_enlarges_figure_text(tiny_llama_folder):
     big = figure_font_sizes(open_page(folder, "kv_cache", present=True))
     assert big == [PRESENT_FONT] * len(plain), big
     assert PRESENT_FONT >= 16                      # Plotly's default is 12: readable from the back of a room
+
+
+def test_a_second_session_gets_teacher_forcing_and_the_soft_lane_from_memory(tiny_llama_folder, monkeypatch):
+    """Teacher forcing's scores, its free run, the soft lane and the sweep are computed once per server: a new
+    session opening the same page and settings is answered from memory, with the same numbers."""
+    import engine.embedding
+    import engine.teacher
+
+    lm, folder = tiny_llama_folder
+    calls = []
+    for module, name in [(engine.teacher, "teacher_force"), (engine.teacher, "free_run"),
+                         (engine.embedding, "soft_lane"), (engine.embedding, "gumbel_sweep")]:
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, _real=real, _name=name, **k: (calls.append(_name), _real(*a, **k))[1])
+    for page, state, made in [("teacher_forcing", {"tf_reference": REFERENCE + " again", "tf_eps": 0.0},
+                               {"teacher_force", "free_run"}),
+                              ("expected_embedding", {}, {"soft_lane", "gumbel_sweep"})]:
+        first = open_page(folder, page, **state)
+        computed = list(calls)
+        second = open_page(folder, page, **state)
+        assert set(computed) == made and calls == computed, (page, computed, calls)     # nothing computed again
+        assert [(m.label, m.value) for m in second.metric if "ms" not in m.value] == \
+            [(m.label, m.value) for m in first.metric if "ms" not in m.value]
+        calls.clear()
