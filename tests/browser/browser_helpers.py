@@ -163,7 +163,10 @@ new MutationObserver((records) => {
                       attributeFilter: ['data-test-script-state']});
 """
 SEEN_WITHIN_MS = 30_000   # a run starts at once after the click that asks for it (the work comes after)
-QUIET_MS = 1200   # a run that ends and immediately triggers another (URL sync, st.rerun) is not "done"
+# A run that ends and at once starts another (st.rerun, a fragment's whole-page rerun) is not "done": the server
+# starts the next in the same thread, and Chromium sees it ~20 ms later (measured on every page); none of the
+# app's widgets or charts sends a value on its own after drawing, so a short quiet time is enough.
+QUIET_MS = 400
 
 
 def runs(page) -> int:
