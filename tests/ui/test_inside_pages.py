@@ -170,9 +170,11 @@ def test_a_second_session_gets_teacher_forcing_and_the_soft_lane_from_memory(tin
     """Teacher forcing's scores, its free run, the soft lane and the sweep are computed once per server: a new
     session opening the same page and settings is answered from memory, with the same numbers."""
     import engine.embedding
+    import engine.service
     import engine.teacher
 
     lm, folder = tiny_llama_folder
+    monkeypatch.setattr(engine.service, "_SHARED", engine.service.DecodeService())   # what other tests kept: gone
     calls = []
     for module, name in [(engine.teacher, "teacher_force"), (engine.teacher, "free_run"),
                          (engine.embedding, "soft_lane"), (engine.embedding, "gumbel_sweep")]:
