@@ -121,34 +121,31 @@ playing = S.get("beam_playing", False)
 S.pop("beam_whole_page", None)      # this run is the whole page
 
 
-@st.fragment(run_every=PLAY_SECONDS if playing else None)
-def tree_panel():
-    if S.pop("beam_whole_page", False):
-        st.rerun()
+def _play_tick() -> bool:
+    """Whether Play runs; on a tick of its timer, one more step of the tree (at the last, Play stops and the
+    whole page runs again to show the Play button)."""
     playing = S.get("beam_playing", False)
     if "beam_upto" not in S or S["beam_upto"] > last:
         S["beam_upto"] = last
-    if playing:                     # a tick of Play's timer: one more step of the tree
+    if playing:
         if S["beam_upto"] >= last:
             S["beam_playing"] = False
             st.rerun()
         S["beam_upto"] += 1
+    return playing
 
+
+def _controls(playing: bool) -> None:
+    """Play and the slider of steps shown."""
     cols = st.columns([1, 5])
     cols[0].button(t("step.pause") if playing else t("step.play"), key="beam_play", icon="⏸" if playing else "⏯",
                    on_click=_toggle_play, width="stretch", help=t("beam.play_help"), shortcut=shortcut("play"))
     if last > 1:
         cols[1].slider(t("beam.upto"), 1, last, key="beam_upto", help=t("beam.upto_help"))
-    upto = S["beam_upto"]
-    slot = stage()
 
-    # ---- the length penalty: re-rank live from the recorded scores -------------------------------
-    live_lp = st.slider(t("beam.rerank_lp"), *bounds("rerank_lp"), step=0.1, key="rerank_lp",
-                        value=read("rerank_lp", float(trace.config.length_penalty)),
-                        help=t("beam.rerank_lp_help"))
-    if uploaded is None:
-        sync_url(rerank_lp=live_lp)
 
+def _tree_chart(upto: int, live_lp: float, slot):
+    """The tree up to step `upto`, scored under the live length penalty, in the stage's slot; returns the figure."""
     fig = beam_tree_figure(trace, upto_step=upto - 1, length_penalty=live_lp, texts={
         "title": t("beam.fig_title"), "x": t("beam.fig_x"), "y": t("beam.fig_y"), "kept": t("beam.fig_kept"),
         "pruned": t("beam.fig_pruned"), "finished": t("beam.fig_finished"), "best": t("beam.fig_best"),
@@ -159,8 +156,11 @@ def tree_panel():
     with_badge(fig, served_badge(trace, trace.steps[upto - 1] if trace.steps else None, step=upto))
     main_chart(fig, "beam_chart", slot)
     st.caption(t("beam.legend_note"))
+    return fig
 
-    # ---- the final hypotheses, ranked under the live length penalty -------------------------------
+
+def _hypotheses(live_lp: float) -> None:
+    """The final hypotheses ranked under the live length penalty, and whether a new search is needed for it."""
     ranking = rerank(trace, live_lp)
     st.subheader(t("beam.table_title", lp=f"{live_lp:g}"))
     st.caption(t("beam.formula"))
@@ -194,8 +194,22 @@ def tree_panel():
     elif abs(live_lp - trace.config.length_penalty) > 1e-9:
         st.success(t("beam.same_survivors", lp=f"{live_lp:g}"))
 
+
+@st.fragment(run_every=PLAY_SECONDS if playing else None)
+def tree_panel():
+    """The tree and what moves it: Play's ticks, the step slider and the live length penalty rerun only this."""
+    if S.pop("beam_whole_page", False):
+        st.rerun()                  # Play or Pause: the page around changes too
+    _controls(_play_tick())
+    slot = stage()
+    live_lp = st.slider(t("beam.rerank_lp"), *bounds("rerank_lp"), step=0.1, key="rerank_lp",
+                        value=read("rerank_lp", float(trace.config.length_penalty)),
+                        help=t("beam.rerank_lp_help"))
+    if uploaded is None:
+        sync_url(rerank_lp=live_lp)
+    fig = _tree_chart(S["beam_upto"], live_lp, slot)
+    _hypotheses(live_lp)
     st.divider()
     export_bar(trace, fig, "beam-tree", key="beam_export")
-
 
 tree_panel()

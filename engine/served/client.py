@@ -7,19 +7,16 @@ rest of the mass is one "other" bucket, and the trace says so (`model_facts["ser
 
 A server is as untrusted as an uploaded file. HTTP itself (status line, headers, chunked bodies,
 connections) is httpx2's, whose exceptions all become one ServedError line naming the server and
-the cause; server-sent events are read by httpx2's EventSource. Kept here: one deadline for each
-whole request (a watchdog shuts the connection when it passes, so a server that sends a byte a
-second or pings forever cannot hold a decode past it), the size limits on every answer, and a
-check of every field before use.
+the cause; server-sent events are read by httpx2's EventSource. Each request has one deadline for
+the whole of it and bounded headers (transport.py: a server that sends a byte a second or pings
+forever cannot hold a decode past it); kept here: the size limits on every answer, and a check of
+every field before use.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import socket
-import threading
-import time
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -28,24 +25,17 @@ import httpx2
 from ..errors import DecodeScopeError
 from ..safe_text import clean_text, printable
 from . import numbers as nums
+from .transport import (Deadline, ServedError, check_headers, error_text, http_client, quote, read_bounded,
+                        transport_line)
 
 MAX_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 300
 MAX_RESPONSE_BYTES = 32_000_000      # one answer; 24 steps x 200 candidates is about 0.5 MB
 MAX_LINE_BYTES = 1_000_000          # one streamed event
-MAX_HEADERS = 100                    # an answer's header lines, and the bytes of each (the standard library's
-MAX_HEADER_LINE = 65_536             # limits; httpx2 itself allows 100 KB of headers in all)
-MAX_ERROR_CHARS = 200                # of a server's own error text, quoted in our one line
 DEFAULT_TIMEOUT_S = 60.0
 NO_TOKENIZER = -1
 MAX_TOKEN_ID = 2**31 - 2**24         # a server's token ids lie below the ids decode.py makes for other texts
 VLLM_DEFAULT_MAX_LOGPROBS = 20       # vLLM refuses more unless started with --max-logprobs
-
-
-class ServedError(DecodeScopeError):
-    """The server could not give what was asked: one line that names the server and the cause.
-    `trace`: the steps a decode had recorded before it (served_decode sets it), else None."""
-    trace = None
 
 
 @dataclass(frozen=True)
@@ -95,12 +85,6 @@ def check_url(url: str) -> str:
     return base
 
 
-def _quote(text) -> str:
-    """A server's text inside our one line: whitespace runs as one space, controls made visible, bounded."""
-    text = printable(" ".join(str(text).split()))
-    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
-
-
 class Server:
     """One model on one server. `connect` checks both before any decode starts."""
 
@@ -136,11 +120,11 @@ class Server:
         if not model:
             if len(names) > 1:
                 raise ServedError(f"server at {base} serves {len(names)} models; name one: "
-                                  + ", ".join(_quote(n) for n in names[:8]))
+                                  + ", ".join(quote(n) for n in names[:8]))
             model = names[0]
         elif model not in names:
-            raise ServedError(f"server at {base} has no model named '{_quote(model)}'; it serves: "
-                              + ", ".join(f"'{_quote(n)}'" for n in names[:8]))
+            raise ServedError(f"server at {base} has no model named '{quote(model)}'; it serves: "
+                              + ", ".join(f"'{quote(n)}'" for n in names[:8]))
         owner = next(e.get("owned_by") for e in entries if clean_text(e["id"]) == model)
         owner = owner if isinstance(owner, str) else ""          # a list, a dict, a number: an unknown server
         kind = {"vllm": "vllm", "llamacpp": "llama.cpp"}.get(owner, "llama-cpp-python" if owner == "me" else "openai")
@@ -215,7 +199,7 @@ class Server:
             kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             if kind != "text/event-stream":
                 raise ServedError(f"server at {self.url} answered a streamed request with "
-                                  f"{_quote(kind) or 'no content type'}, not a stream of events; "
+                                  f"{quote(kind) or 'no content type'}, not a stream of events; "
                                   "its answer cannot be read token by token")
             total = count = 0
             for event in httpx2.EventSource(response, max_event_size=MAX_LINE_BYTES):
@@ -343,20 +327,20 @@ class Server:
         """One request, as (response, deadline) once the server answered 200 with its headers. Everything
         that goes wrong on the way, sending, in HTTP itself, or past the deadline, is one ServedError line;
         a redirect is not followed (the server the user named answers itself)."""
-        deadline = _Deadline(self.timeout)
+        deadline = Deadline(self.timeout)
         headers = {"Accept": "application/json, text/event-stream", "Accept-Encoding": "identity"}
         try:
             with deadline.watching():
-                with _client().stream(method, self.url + path, json=payload, headers=headers,
+                with http_client().stream(method, self.url + path, json=payload, headers=headers,
                                       timeout=httpx2.Timeout(self.timeout), follow_redirects=False,
                                       extensions={"trace": deadline.trace}) as response:
-                    _check_headers(response, self.url)
+                    check_headers(response, self.url)
                     if not 200 <= response.status_code < 300:
                         raise ServedError(f"server at {self.url} refused {path} (HTTP {response.status_code}): "
-                                          f"{_quote(_error_text(response, deadline))}")
+                                          f"{quote(error_text(response, deadline))}")
                     encoding = response.headers.get("content-encoding", "identity").strip().lower()
                     if encoding not in ("", "identity"):
-                        raise ServedError(f"server at {self.url} sent a compressed answer ({_quote(encoding)}) "
+                        raise ServedError(f"server at {self.url} sent a compressed answer ({quote(encoding)}) "
                                           "that was not asked for")
                     yield response, deadline
         except ServedError:
@@ -366,12 +350,12 @@ class Server:
         except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, OSError, ValueError) as exc:
             if deadline.expired or isinstance(exc, httpx2.TimeoutException):
                 raise deadline.error(self.url) from None
-            raise ServedError(_transport_line(self.url, exc)) from None
+            raise ServedError(transport_line(self.url, exc)) from None
 
     def _call(self, method: str, path: str, payload: dict | None = None):
         """One HTTP request; the answer's JSON, or ServedError with one line (down, timeout, refused)."""
         with self._exchange(method, path, payload) as (response, deadline):
-            body = _read_bounded(response, deadline, MAX_RESPONSE_BYTES)
+            body = read_bounded(response, deadline, MAX_RESPONSE_BYTES)
         if body is None:
             raise ServedError(f"server at {self.url} sent more than {MAX_RESPONSE_BYTES / 1e6:g} MB for {path}")
         try:
@@ -394,129 +378,8 @@ def answers_checked(server: Server):
                           f"({type(exc).__name__}); DecodeScope cannot use them") from None
 
 
-class _Deadline:
-    """One request's whole time. The library's own timeouts bound each wait; this bounds their sum: a
-    watchdog shuts the request's socket when the time is up, which ends whatever read is waiting on it,
-    and each chunk read checks the time left."""
-
-    def __init__(self, seconds: float):
-        self.seconds, self.ends = seconds, time.monotonic() + seconds
-        self.expired = False
-        self._sockets: list = []
-        self._lock = threading.Lock()
-
-    def trace(self, name: str, info: dict) -> None:
-        """httpcore's trace hook: note each connection's socket as it is made."""
-        if name.endswith((".connect_tcp.complete", ".start_tls.complete")):
-            stream = info.get("return_value")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if sock is not None:
-                with self._lock:
-                    self._sockets.append(sock)
-                    if self.expired:
-                        _shut(sock)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                _shut(sock)
-
-    @contextlib.contextmanager
-    def watching(self):
-        timer = threading.Timer(max(0.0, self.ends - time.monotonic()), self._expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
-
-    def check(self) -> None:
-        if time.monotonic() > self.ends:
-            self.expired = True
-            raise ServedError("deadline")            # replaced by `error` where the request is named
-
-    def error(self, url: str) -> ServedError:
-        return ServedError(f"server at {url} did not answer within {self.seconds:g} s")
-
-
-def _shut(sock) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-_CLIENT: httpx2.Client | None = None
-_CLIENT_LOCK = threading.Lock()
-
-
-def _client() -> httpx2.Client:
-    """One HTTP client for every server: a new connection per request (no keep-alive), so each request
-    has its own socket for its deadline, and nothing a server sent before can reach the next answer."""
-    global _CLIENT
-    with _CLIENT_LOCK:
-        if _CLIENT is None:
-            _CLIENT = httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0), follow_redirects=False)
-        return _CLIENT
-
-
-def _check_headers(response, url: str) -> None:
-    """Headers bounded as the standard library bounds them: at most 100, each line at most 64 KiB."""
-    raw = response.headers.raw
-    if len(raw) > MAX_HEADERS:
-        raise ServedError(f"server at {url} sent {len(raw)} headers; the limit is {MAX_HEADERS}")
-    if any(len(name) + len(value) + 4 > MAX_HEADER_LINE for name, value in raw):
-        raise ServedError(f"server at {url} sent a header line over {MAX_HEADER_LINE // 1024} KiB")
-
-
-def _read_bounded(response, deadline: _Deadline, limit: int) -> bytes | None:
-    """The body, at most `limit` bytes (None when it is longer), the deadline checked at each chunk."""
-    chunks, size = [], 0
-    for chunk in response.iter_raw():
-        deadline.check()
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _transport_line(url: str, exc: BaseException) -> str:
-    """What broke, for a person: refused, unreachable, or the answer itself (a protocol fault)."""
-    cause = exc
-    while cause.__cause__ is not None or cause.__context__ is not None:
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, httpx2.ConnectError):
-        if isinstance(cause, ConnectionRefusedError):
-            return f"server at {url} is not running (connection refused)"
-        return f"server at {url} cannot be reached: {_quote(cause)}"
-    if isinstance(exc, httpx2.RemoteProtocolError | httpx2.DecodingError | httpx2.SSEError):
-        return f"server at {url} sent an answer that is not valid HTTP: {_quote(exc)}"
-    return f"server at {url} broke off the answer: {_quote(exc) or type(exc).__name__}"
-
-
 def _no_constant(name):
     raise ValueError(name)
-
-
-def _error_text(response, deadline: _Deadline) -> str:
-    """A refusal's reason: the server's own error message when its body says one, else the status text."""
-    reason = response.reason_phrase or "no reason given"
-    location = response.headers.get("location")
-    if 300 <= response.status_code < 400 and location:
-        return f"redirect to {location[:80]} refused"
-    body = _read_bounded(response, deadline, 20_000)
-    try:
-        data = json.loads(body.decode("utf-8", "replace")) if body else None
-    except (ValueError, RecursionError):
-        return reason
-    if isinstance(data, dict):
-        error = data.get("error", data.get("detail", data.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error is not None:
-            return str(error)
-    return str(data) if data is not None else reason
 
 
 def _finite_logprob(value) -> float:
