@@ -96,6 +96,14 @@ class DecodeService:
         self._store.move_to_end(key)
         return entry[0]
 
+    def _hit(self, key):
+        """The value kept under `key`, counted as a hit; None when there is none."""
+        with self._lock:
+            value = self._get(key)
+            if value is not None:
+                self.hits += 1
+            return value
+
     def _put(self, key, trace: Trace, size: int | None = None) -> None:
         size = trace_bytes(trace) if size is None else size
         with self._lock:
@@ -155,11 +163,9 @@ class DecodeService:
         (teacher forcing's scores, a soft lane with its projections, a sweep). `key` must name everything the
         value depends on, the model included; the value is shared, so callers only read it."""
         key = ("remembered",) + tuple(key)
-        with self._lock:
-            value = self._get(key)
-            if value is not None:
-                self.hits += 1
-                return value
+        value = self._hit(key)
+        if value is not None:
+            return value
 
         def compute_and_keep():
             with self._lock:
@@ -180,11 +186,9 @@ class DecodeService:
         draft_lm: the second model of a speculative 'model:NAME' draft."""
         key = request_key(lm, prompt, config, forced, draft_lm)
         while True:
-            with self._lock:
-                trace = self._get(key)
-                if trace is not None:
-                    self.hits += 1
-                    return trace
+            trace = self._hit(key)
+            if trace is not None:
+                return trace
 
             def compute():
                 with self._lock:
