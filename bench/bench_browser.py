@@ -1,6 +1,7 @@
 """What a user waits for in the browser: the app on a local server, driven by Playwright in Debian's Chromium.
 
     .venv/bin/python -m bench.bench_browser [--clicks 20] [--opens 5] [--crowd 20] [--play-seconds 8] [--plain]
+                                            [--pages teacher_forcing,expected_embedding]
 
 The server starts as `make run` starts it (python -m ui.serve: the first model loads as the server starts);
 --plain starts `streamlit run app.py` instead, where the first visit loads it.
@@ -15,7 +16,10 @@ The server starts as `make run` starts it (python -m ui.serve: the first model l
 3. --crowd browser sessions open one shared Beam tree link at once: the last session's first chart,
    divided by one session alone opening an equal link (another prompt of the same length, so neither
    is answered from memory before it starts);
-4. Play on Step by step: steps drawn per second.
+4. Play on Step by step: steps drawn per second;
+5. --pages: open -> first chart on each named page (default Teacher forcing and Expected embedding), the first
+   visitor and the median of --opens later ones, each in a new browser profile: what a page's shared results
+   save a second visitor.
 Beside each figure: the machine's load (1-minute average) and its number of cores. A benchmark, not a test.
 """
 from __future__ import annotations
@@ -122,6 +126,24 @@ def bench_open_returning(browser, server, rounds: int = 5) -> list:
     return times
 
 
+def bench_pages(browser, server, names: list, rounds: int) -> None:
+    """Open -> first chart on other pages: the first visitor computes the page's results, later ones are
+    answered from the server's memory (each in a new profile, so Streamlit's scripts load every time)."""
+    for name in names:
+        times = []
+        for _ in range(rounds + 1):
+            ctx = new_context(browser, server)
+            page = ctx.new_page()
+            t = time.perf_counter()
+            page.goto(f"{server.url}/{name}", wait_until="commit")
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(state="visible", timeout=600_000)
+            times.append(time.perf_counter() - t)
+            wait_idle(page)
+            ctx.close()
+        say(f"{name}: open -> first chart, first visitor {times[0]:.2f} s; later visitors, median of "
+            f"{rounds}: {statistics.median(times[1:]):.2f} s")
+
+
 def crowd_open(browser, server, query: str, n: int) -> float:
     """Seconds from the first of n sessions opening the link to the last of them drawing its tree."""
     contexts = [new_context(browser, server) for _ in range(n)]
@@ -159,6 +181,8 @@ def main() -> None:
     parser.add_argument("--crowd", type=int, default=20, help="0 leaves the shared link out")
     parser.add_argument("--play-seconds", type=float, default=8.0, help="0 leaves Play out")
     parser.add_argument("--plain", action="store_true", help="streamlit run app.py: no early model load")
+    parser.add_argument("--pages", default="teacher_forcing,expected_embedding",
+                        help="other pages to open (comma-separated); empty leaves them out")
     args = parser.parse_args()
     if not Path(CHROMIUM).is_file():
         raise SystemExit(f"{CHROMIUM} is not installed (apt-get install chromium)")
@@ -189,6 +213,8 @@ def main() -> None:
         if args.play_seconds > 0:
             rate = bench_play(browser, server, args.play_seconds)
             say(f"Play on Step by step: {rate:.1f} steps/s")
+        if args.pages:
+            bench_pages(browser, server, [n for n in args.pages.split(",") if n], args.opens)
         browser.close()
 
 
