@@ -235,6 +235,30 @@ def open_page(page, server, name: str, query: str = "", timeout_ms: int = MODEL_
     wait_idle(page, timeout_ms)
 
 
+class PagePool:
+    """Pages opened once and read by several tests of a module: one page load instead of one per test.
+
+    Only for tests that look (read boxes, colours, texts; hover or move the focus): a test that clicks,
+    types or uploads changes the page for the next one, and takes a page of its own."""
+
+    def __init__(self, context, server):
+        self.context, self.server, self.pages = context, server, {}
+
+    def get(self, name: str, query: str, size: tuple = (1400, 1000)):
+        key = (name, query, size)
+        if key not in self.pages:
+            page = self.context.new_page()
+            page.set_viewport_size({"width": size[0], "height": size[1]})      # before the page is drawn
+            open_page(page, self.server, name, query)
+            self.pages[key] = page
+        return self.pages[key]
+
+    def close(self) -> None:
+        for page in self.pages.values():
+            page.close()
+        self.pages.clear()
+
+
 def exception_texts(page) -> list:
     return page.locator('[data-testid="stException"]').all_inner_texts()
 

@@ -153,9 +153,7 @@ def test_a_beam_tree_appears(page, server, bundled):
 
 
 # ---- a share link reproduces the text ------------------------------------------------------------
-def test_a_copied_share_link_gives_the_same_text_in_another_session(browser, server, context):
-
-    page = context.new_page()
+def test_a_copied_share_link_gives_the_same_text_in_another_session(browser, server, page):
     open_page(page, server, "step_by_step", q(strategy="sample", seed=7, max_new_tokens=6))
     set_prompt(page, "Once upon a time, <b>a</b> fox & $x$")
     for _ in range(3):

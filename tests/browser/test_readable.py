@@ -7,9 +7,23 @@ import re
 
 import pytest
 
-from browser_helpers import SCREENSHOTS, assert_no_exception, open_page
+from browser_helpers import SCREENSHOTS, PagePool, assert_no_exception, open_page
 
 QUERY = "strategy=sample&top_p=0.9&temperature=0.7&max_new_tokens=3&tour=0"
+PROJECTOR = (1280, 720)
+
+
+@pytest.fixture(scope="module")
+def pool(shared_context, server):
+    """Step by step with top-p, opened once per language and mode: the legend, contrast, toolbar and focus
+    tests only look at it."""
+    pages = PagePool(shared_context, server)
+    yield pages
+    pages.close()
+
+
+def step_by_step(pool, lang: str = "en", present: str = "0"):
+    return pool.get("step_by_step", f"{QUERY}&lang={lang}&present={present}", PROJECTOR)
 
 
 def rgb(text: str) -> tuple:
@@ -33,9 +47,8 @@ def contrast(fore: tuple, back: tuple, alpha: float = 1.0) -> float:
 
 
 @pytest.mark.parametrize("lang,present", [("en", "0"), ("zh", "0"), ("en", "1"), ("zh", "1")])
-def test_legend_stays_clear_of_the_title(page, server, lang, present):
-    page.set_viewport_size({"width": 1280, "height": 720})
-    open_page(page, server, "step_by_step", f"{QUERY}&lang={lang}&present={present}")
+def test_legend_stays_clear_of_the_title(pool, server, lang, present):
+    page = step_by_step(pool, lang, present)
     assert_no_exception(page, server)
     chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
     chart.wait_for()
@@ -64,8 +77,8 @@ def text_colours(chart, selector: str) -> list:
 
 
 @pytest.mark.parametrize("present", ["0", "1"])
-def test_figure_text_and_captions_reach_4_5_to_1(page, server, present):
-    open_page(page, server, "step_by_step", f"{QUERY}&lang=en&present={present}")
+def test_figure_text_and_captions_reach_4_5_to_1(pool, present):
+    page = step_by_step(pool, "en", present)
     chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
     chart.wait_for()
     back = page_background(page)
@@ -105,8 +118,8 @@ def test_notes_and_node_labels_reach_4_5_to_1(page, server, name, present):
         assert contrast(rgb(fill), back, alpha=alpha) >= 4.5, (name, text, fill, alpha)
 
 
-def test_charts_add_no_toolbar_stops_to_the_tab_order(page, server):
-    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+def test_charts_add_no_toolbar_stops_to_the_tab_order(pool):
+    page = step_by_step(pool)
     chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot').first
     chart.wait_for()
     chart.hover()                         # the toolbar is drawn on hover too
@@ -117,8 +130,8 @@ def test_charts_add_no_toolbar_stops_to_the_tab_order(page, server):
     assert found[0] > 0 and found[1] == 0, found      # the toolbar is there, for the mouse only
 
 
-def test_a_focused_sidebar_link_does_not_look_like_the_current_page(page, server):
-    open_page(page, server, "step_by_step", f"{QUERY}&lang=en")
+def test_a_focused_sidebar_link_does_not_look_like_the_current_page(pool):
+    page = step_by_step(pool)
     links = page.locator('[data-testid="stSidebarNav"] a')
     current, other = links.nth(0), links.nth(1)
     other.focus()

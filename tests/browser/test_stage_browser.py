@@ -2,14 +2,15 @@
 1400x900, in English and in 中文, the page's main figure is whole on the first screen, with no scrolling:
 its plot area, its title, its axis titles and tick labels all lie inside the window, and inside the figure.
 
-Each size is a page opened fresh at that size (not a window resized after the page was drawn), as on a
-projector. Screenshots of that first screen land in artifacts/screenshots/stage_<page>_<width>x<height>[_zh].png.
+Each size is a page opened fresh at that size (a new tab, sized before the page is drawn; not a window resized
+after the page was drawn), as on a projector. Screenshots of that first screen land in
+artifacts/screenshots/stage_<page>_<width>x<height>[_zh].png.
 """
 from __future__ import annotations
 
 import pytest
 
-from browser_helpers import SCREENSHOTS, assert_no_exception, new_context, open_page
+from browser_helpers import SCREENSHOTS, assert_no_exception, open_page
 
 # page -> Streamlit key (prefix) of its main figure
 MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare": "cmp_chart",
@@ -42,12 +43,11 @@ def figure_boxes(page, key: str) -> dict:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(MAIN_FIGURE))
-def test_main_figure_is_on_the_first_screen(browser, server, name, lang):
+def test_main_figure_is_on_the_first_screen(context, server, name, lang):
     key = MAIN_FIGURE[name]
     for width, height in SCREENS:
-        context = new_context(browser, server)
+        page = context.new_page()
         try:
-            page = context.new_page()
             page.set_viewport_size({"width": width, "height": height})      # before the page is drawn
             open_page(page, server, name, f"present=1&tour=0&lang={lang}&max_new_tokens=6")
             assert_no_exception(page, server)
@@ -71,7 +71,7 @@ def test_main_figure_is_on_the_first_screen(browser, server, name, lang):
                    or box["bottom"] > figure["bottom"] + CUT or box["right"] > figure["right"] + CUT}
             assert not cut, (name, lang, width, height, figure, cut)
         finally:
-            context.close()
+            page.close()
 
 
 LARGE = (1920, 1080)
@@ -96,27 +96,23 @@ def label_overlaps(page, key: str) -> list:
 
 
 @pytest.mark.parametrize("name", ["step_by_step", "beam_tree"])
-def test_main_figure_fills_a_large_window(browser, server, name):
+def test_main_figure_fills_a_large_window(page, server, name):
     """At 1920x1080 the main figure uses the window's height (not a fixed 450 px), still whole on the first
     screen; on a 12-step beam tree the node labels then have room and none is drawn over another."""
     key = MAIN_FIGURE[name]
     width, height = LARGE
-    context = new_context(browser, server)
-    try:
-        page = context.new_page()
-        page.set_viewport_size({"width": width, "height": height})
-        open_page(page, server, name, "present=1&tour=0&lang=en&max_new_tokens=12")
-        assert_no_exception(page, server)
-        page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
-        page.wait_for_timeout(800)      # the box is fitted to the window, then Plotly draws at that height
-        found = figure_boxes(page, key)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"stage_{name}_{width}x{height}.png"))
-        figure = found["boxes"][".main-svg#0"]
-        assert found["scrolled"] == 0
-        assert height - REACH <= figure["bottom"] <= height + SLACK, (name, figure)
-        assert figure["bottom"] - figure["top"] > 0.5 * height, (name, figure)
-        if name == "beam_tree":
-            assert not label_overlaps(page, key)
-    finally:
-        context.close()
+    page.set_viewport_size({"width": width, "height": height})      # before the page is drawn
+    open_page(page, server, name, "present=1&tour=0&lang=en&max_new_tokens=12")
+    assert_no_exception(page, server)
+    page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
+    page.wait_for_timeout(800)      # the box is fitted to the window, then Plotly draws at that height
+    found = figure_boxes(page, key)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"stage_{name}_{width}x{height}.png"))
+    figure = found["boxes"][".main-svg#0"]
+    assert found["scrolled"] == 0
+    assert height - REACH <= figure["bottom"] <= height + SLACK, (name, figure)
+    assert figure["bottom"] - figure["top"] > 0.5 * height, (name, figure)
+    if name == "beam_tree":
+        assert not label_overlaps(page, key)
+

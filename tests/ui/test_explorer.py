@@ -167,3 +167,22 @@ def test_nonsense_in_a_hand_edited_url_falls_back_to_defaults(params):
         if key in ("temperature", "top_p"):
             assert math.isfinite(float(at.query_params[key][0] if isinstance(at.query_params[key], list)
                                        else at.query_params[key]))
+
+
+@pytest.mark.parametrize("params", [
+    {"strategy": "sample", "temperature": "0"},        # the address is clamped into the slider's range
+    {"strategy": "sample", "temperature": "1e-6"},
+    {"strategy": "sample", "top_p": "0"},
+    {"strategy": "sample", "top_p": "1"},
+    {"strategy": "sample", "top_k": "0"},
+    {"strategy": "sample", "top_k": "49153"},          # one past SmolLM2's vocabulary
+    {"strategy": "beam", "num_beams": "1"},
+    {"strategy": "beam", "num_beams": "33"},
+    {"max_new_tokens": "1"},
+    {"max_new_tokens": "1025"},
+])
+def test_parameters_at_and_beyond_their_bounds_in_the_url_decode(params):
+    """Each setting at its edge, and one past it, on the bundled model: the page decodes, with no error."""
+    at = open_page("pages/step_by_step.py", prompt=PROMPT, **params)
+    assert not at.error, [e.value for e in at.error]
+    assert at.metric, "nothing was decoded"
