@@ -14,6 +14,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
                      DecodeConfig, draft_spec)
@@ -22,6 +23,9 @@ from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_se
 from .cli_input import MAX_PROMPT_FILE, read_text_file
 from .output import say_error, write_file, write_stdout
 from .tokens import unpaired_surrogate
+
+if TYPE_CHECKING:                   # for annotations only: the trace's module is imported where a decode runs
+    from .trace import Trace
 
 
 class _Parser(argparse.ArgumentParser):
@@ -388,6 +392,67 @@ def format_rounds(trace) -> str:
     return "\n".join(lines)
 
 
+def _checked_config(args) -> DecodeConfig:
+    """The decode's settings from the command line, and the prompt read and checked: a ConfigError naming what
+    is wrong before any model loads."""
+    config = config_from_args(args).replace(**grammar_settings(args))
+    config.validate()
+    check_json_target(args.json)
+    if args.prompt_file is not None:
+        args.prompt = read_prompt_file(args.prompt_file)
+    check_prompt_text(args.prompt)
+    if not args.prompt.strip():
+        raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+    if args.server is not None and config.strategy == "speculative":
+        raise ConfigError("server", "--server: speculative decoding runs the target here, on the loaded "
+                                    "model's logits; leave --server out")
+    return config
+
+
+def _run(args, config: DecodeConfig) -> Trace:
+    """The decode: on the server named, else on the model loaded here; with its findings when asked."""
+    if args.server is not None:
+        trace = _served(args, config)
+    else:
+        from .model import load_model            # PyTorch and transformers: only once the input is good
+        from .strategies import decode
+
+        lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
+        trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
+    if args.explain:
+        from .explain import with_findings
+
+        trace = with_findings(trace)
+    return trace
+
+
+def _report(args, trace: Trace) -> None:
+    """The trace as the user asked: JSON on standard output, or the table (stages, grammar, rounds, findings,
+    which numbers a server gave) and the JSON file."""
+    if args.json == "-":
+        write_stdout(trace.to_json() + "\n")
+        return
+    if trace.steps and trace.steps[0].grammar is not None and not args.stages:
+        out = format_grammar_table(trace, _show)
+    else:
+        out = format_stages_table(trace) if args.stages else format_table(trace)
+    if trace.rounds:
+        out += "\n\n" + format_rounds(trace)
+    if args.explain:
+        from .explain import format_findings
+
+        out += "\n\n" + format_findings(trace)
+    served = trace.model_facts.get("served")
+    if isinstance(served, dict):              # which numbers the table shows: raw, or after the server's chain
+        from .served.numbers import describe
+
+        out += "\n" + describe(served)
+    write_stdout(out + "\n")
+    if args.json:
+        write_file(args.json, trace.to_json())
+        print(f"trace written to {args.json}", file=sys.stderr)
+
+
 def main(argv=None, prog: str = "python -m engine") -> int:
     """Run a command; `prog` is how the user called it (see build_parser)."""
     args = build_parser(prog).parse_args(argv)
@@ -396,30 +461,7 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     if args.command == "lens":
         return lens_main(args)
     try:
-        config = config_from_args(args).replace(**grammar_settings(args))
-        config.validate()
-        check_json_target(args.json)
-        if args.prompt_file is not None:
-            args.prompt = read_prompt_file(args.prompt_file)
-        check_prompt_text(args.prompt)
-        if not args.prompt.strip():
-            raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
-
-        if args.server is not None and config.strategy == "speculative":
-            raise ConfigError("server", "--server: speculative decoding runs the target here, on the loaded "
-                                        "model's logits; leave --server out")
-        if args.server is not None:
-            trace = _served(args, config)
-        else:
-            from .model import load_model            # PyTorch and transformers: only once the input is good
-            from .strategies import decode
-
-            lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
-            trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
-        if args.explain:
-            from .explain import with_findings
-
-            trace = with_findings(trace)
+        trace = _run(args, _checked_config(args))
     except DecodeScopeError as exc:
         partial = getattr(exc, "trace", None)     # a served decode cut short: the steps received, then why
         if partial is not None and args.json != "-":
@@ -429,31 +471,11 @@ def main(argv=None, prog: str = "python -m engine") -> int:
     except KeyboardInterrupt:
         return 130
     try:
-        if args.json == "-":
-            write_stdout(trace.to_json() + "\n")
-            return 0
-        if trace.steps and trace.steps[0].grammar is not None and not args.stages:
-            out = format_grammar_table(trace, _show)
-        else:
-            out = format_stages_table(trace) if args.stages else format_table(trace)
-        if trace.rounds:
-            out += "\n\n" + format_rounds(trace)
-        if args.explain:
-            from .explain import format_findings
-
-            out += "\n\n" + format_findings(trace)
-        served = trace.model_facts.get("served")
-        if isinstance(served, dict):              # which numbers the table shows: raw, or after the server's chain
-            from .served.numbers import describe
-
-            out += "\n" + describe(served)
-        write_stdout(out + "\n")
-        if args.json:
-            write_file(args.json, trace.to_json())
-            print(f"trace written to {args.json}", file=sys.stderr)
+        _report(args, trace)
     except DecodeScopeError as exc:
         return say_error(exc)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

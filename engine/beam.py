@@ -168,11 +168,7 @@ class BeamSearch(Runner):
         # the records: the distribution shown, then (after the reorder) the cache
         best_beam, best_token = int(top_beam[running_pick[0]]), int(top_token[running_pick[0]])
         dist = self._record_distribution(fwd, step_logprobs, beam=best_beam, token=best_token)
-        grammar = None
-        if self.grammar is not None:        # the mask of the beam the best running beam extends
-            accepting = self.grammar.accepting(tuple(self.running[best_beam] + [best_token]))
-            grammar = grammar_record(lm.token_texts, self.grammar.last_scores[best_beam],
-                                     self.grammar.last_allowed[best_beam], accepting)
+        grammar = self._record_grammar(best_beam, best_token)
 
         # the new running beams, and the cache reordered to match
         parent_slots = top_beam[running_pick]
@@ -184,18 +180,32 @@ class BeamSearch(Runner):
         kv = self._record_kv(fwd, parent_slots, cur_len)
 
         # 6. stop?
-        self.can_improve = early_stop_heuristic(
-            self.can_improve, self.running_scores, self.done_scores, self.done_flags, cur_len=cur_len + 1,
-            max_length=max_length, prompt_len=P, early_stopping=cfg.early_stopping,
-            length_penalty=cfg.length_penalty)
-        self.finished = not has_unfinished_sequences(self.can_improve, self.done_flags, reached_stop,
-                                                     cfg.early_stopping)
+        self._check_stop(reached_stop, cur_len=cur_len + 1, max_length=max_length)
 
         return Step(index=t, chosen_ids=[int(x) for x in self._last],
                     chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
                     beam_node_ids=list(self.running_nodes), candidates=dist.candidates, entropy=dist.entropy,
                     shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
                     grammar=grammar)
+
+    def _check_stop(self, reached_stop: torch.Tensor, *, cur_len: int, max_length: int) -> None:
+        """6. Whether a running beam can still beat the finished ones, and whether the search is over."""
+        cfg = self.config
+        self.can_improve = early_stop_heuristic(
+            self.can_improve, self.running_scores, self.done_scores, self.done_flags, cur_len=cur_len,
+            max_length=max_length, prompt_len=len(self.prompt_ids), early_stopping=cfg.early_stopping,
+            length_penalty=cfg.length_penalty)
+        self.finished = not has_unfinished_sequences(self.can_improve, self.done_flags, reached_stop,
+                                                     cfg.early_stopping)
+
+    def _record_grammar(self, beam: int, token: int):
+        """The grammar's mask a step shows: that of `beam`, the beam the best running beam extends with `token`
+        (None without a grammar)."""
+        if self.grammar is None:
+            return None
+        accepting = self.grammar.accepting(tuple(self.running[beam] + [token]))
+        return grammar_record(self.lm.token_texts, self.grammar.last_scores[beam], self.grammar.last_allowed[beam],
+                              accepting)
 
     def _record_distribution(self, fwd: Forward, step_logprobs: torch.Tensor, *, beam: int, token: int) -> Distribution:
         """The distribution a step shows: that of `beam`, the beam the new best running beam extends with `token`.

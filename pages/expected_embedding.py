@@ -69,10 +69,9 @@ main_chart(lane_lines(soft.steps, lane_labels, split), "ee_lane_chart", slot)
 steps_with_feedback = [s for s in soft.steps if s.feedback is not None]
 
 
-# the soft step's slider and the Gumbel settings rerun only this part of the page
-@st.fragment
-def step_and_gumbel():
-    # ---- one soft step ---------------------------------------------------------------------------
+def soft_step() -> int:
+    """One soft step: its numbers, its nearest words and weights, its projection. Returns the step's position
+    among the steps with feedback (the Gumbel lane below shows the same one)."""
     st.subheader(t("embedding.step_header"))
     start = split if split is not None and split < len(steps_with_feedback) else 0   # open where the lanes part
     # the slider counts steps from 1, like every page; `index` is the 0-based position in the list
@@ -99,8 +98,11 @@ def step_and_gumbel():
         proj_labels["title"] = t("embedding.projection_title", step=step.index + 1)
         show_figure(sized(projection_scatter(projection, proj_labels)), key="ee_projection_chart")
         st.caption(t("embedding.projection_caption", explained=f"{100 * projection.explained:.0f}"))
+    return index
 
-    # ---- Gumbel-softmax ---------------------------------------------------------------------------
+
+def gumbel_lane(index: int) -> None:
+    """Gumbel-softmax at the chosen tau: the lane's step `index`, its text, and the tau sweep."""
     st.subheader(t("embedding.gumbel_header"), anchor="gumbel")
     scroll_to_section("gumbel")            # a link that names this section lands here, not at the top
     st.markdown(t("embedding.gumbel_intro"))
@@ -135,6 +137,12 @@ def step_and_gumbel():
     st.markdown(t("embedding.tau_summary", high=f"{sweep[0].tau:g}", high_w=f"{sweep[0].top_weight:.3f}",
                   low=f"{sweep[-1].tau:g}", low_w=f"{sweep[-1].top_weight:.4f}",
                   token=for_markdown(visible(sweep[-1].top[0].text))))
+
+
+# the soft step's slider and the Gumbel settings rerun only this part of the page
+@st.fragment
+def step_and_gumbel():
+    gumbel_lane(soft_step())
 
 
 step_and_gumbel()

@@ -73,6 +73,7 @@ class SpeculativeDecoder(Runner):
         context = self.prompt_ids + self.generated
         room = config.max_new_tokens - len(self.generated)
         k = min(config.draft_tokens, room - 1)              # the target adds one token of its own
+        # 1. the draft proposes k tokens, with the distribution q it drew each from
         shaped_q: list = []
         proposal = self.draft.propose(context, k, self._choose_draft(shaped_q)) if k > 0 else None
         drafts = list(proposal.ids) if proposal is not None else []
@@ -91,7 +92,32 @@ class SpeculativeDecoder(Runner):
             shaped_p.append(stages[-1][0] if stages else raw[i].clone())
             p.append(torch.softmax(shaped_p[-1], -1))
 
-        # 3. check the drafts in order
+        # 3. check the drafts in order; 4. the target's own token, unless a kept end-of-text ended the decode
+        checks, kept, ended = self._check_drafts(drafts, p, q, shaped_p)
+        next_id, kind = (None, "none") if ended else self._target_token(len(drafts), kept, p, q, shaped_p)
+        q_next = q[kept] if kept < len(drafts) else None
+
+        # 5. cut the caches back to the context and the kept drafts; record
+        keep_len = len(context) + kept
+        if self._past is not None and self._cached > keep_len:
+            self._past.crop(keep_len - self._cached)
+            self._cached = keep_len
+        self.draft.keep(keep_len)
+        emitted = drafts[:kept] + ([next_id] if next_id is not None else [])
+        steps = [self._record(raw[i], staged[i], shaped_p[i], token)
+                 for i, token in enumerate(emitted)]
+        rnd = Round(index=len(self.rounds), first_step=len(self.steps), drafts=checks, next_id=next_id,
+                    next_text=lm.token_texts[next_id] if next_id is not None else "", next_kind=kind,
+                    next_candidates=pairs(lm.token_texts, p[kept], q_next, must=next_id),
+                    target_passes=1,
+                    draft_passes=proposal.passes if proposal is not None else 0)
+        return steps, rnd
+
+    def _check_drafts(self, drafts: list, p: list, q: list, shaped_p: list) -> tuple[list, int, bool]:
+        """3. Each draft in order, against the target: kept with probability min(1, p/q) when sampling (the
+        target's argmax when greedy), up to the first rejection or a kept end-of-text. Returns the checks (the
+        drafts after the stop "unchecked"), how many were kept, and whether a kept end-of-text ended the decode."""
+        lm = self.lm
         checks, kept, ended = [], 0, False
         for i, x in enumerate(drafts):
             p_x, q_x = float(p[i][x]), float(q[i][x])
@@ -111,36 +137,19 @@ class SpeculativeDecoder(Runner):
                 break
         for x in drafts[len(checks):]:
             checks.append(DraftCheck(token_id=x, text=lm.token_texts[x], q=0.0, p=0.0, u=None, status="unchecked"))
+        return checks, kept, ended
 
-        # 4. the target's own token: corrected from the residual, or a bonus from p
-        next_id, kind = None, "none"
-        if not ended:
-            if kept < len(drafts):
-                kind = "corrected"
-                target = residual(p[kept], q[kept])[0] if self.sampling else None
-            else:
-                kind, target = "bonus", p[kept] if self.sampling else None
-            if self.sampling:
-                next_id = int(torch.multinomial(target, 1, generator=self.generator))
-            else:
-                next_id = int(shaped_p[kept].argmax())
-        q_next = q[kept] if kept < len(drafts) else None
-
-        # 5. cut the caches back to the context and the kept drafts; record
-        keep_len = len(context) + kept
-        if self._past is not None and self._cached > keep_len:
-            self._past.crop(keep_len - self._cached)
-            self._cached = keep_len
-        self.draft.keep(keep_len)
-        emitted = drafts[:kept] + ([next_id] if next_id is not None else [])
-        steps = [self._record(raw[i], staged[i], shaped_p[i], token)
-                 for i, token in enumerate(emitted)]
-        rnd = Round(index=len(self.rounds), first_step=len(self.steps), drafts=checks, next_id=next_id,
-                    next_text=lm.token_texts[next_id] if next_id is not None else "", next_kind=kind,
-                    next_candidates=pairs(lm.token_texts, p[kept], q_next, must=next_id),
-                    target_passes=1,
-                    draft_passes=proposal.passes if proposal is not None else 0)
-        return steps, rnd
+    def _target_token(self, drafted: int, kept: int, p: list, q: list, shaped_p: list) -> tuple[int, str]:
+        """4. The target's own token after `kept` of `drafted` drafts: drawn from the residual max(0, p - q) at the
+        first rejection ("corrected"), or from p after all were kept ("bonus"); the argmax when greedy."""
+        if kept < drafted:
+            kind = "corrected"
+            target = residual(p[kept], q[kept])[0] if self.sampling else None
+        else:
+            kind, target = "bonus", p[kept] if self.sampling else None
+        if self.sampling:
+            return int(torch.multinomial(target, 1, generator=self.generator)), kind
+        return int(shaped_p[kept].argmax()), kind
 
     def _verify_pass(self, feed: list, positions: int) -> torch.Tensor:
         """[positions, V] the target's raw logits at the last `positions` positions of `feed`."""
