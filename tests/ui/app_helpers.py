@@ -19,6 +19,25 @@ INTERVIEW = "pages/interview.py"
 MARKDOWN_NAME = "[Click to fix](http://evil) ![x](http://127.0.0.1:8999/p.png)"   # a model name that is Markdown
 
 
+def install_loads(monkeypatch, load, keep_pin: bool = False) -> list:
+    """Make `load(name)` the app's model loader, with the shared-model memory emptied (the fixture that calls
+    this empties it again after the test); unless `keep_pin`, no deployment pin (DECODESCOPE_MODELS).
+    Returns the list of the names the app asked for, in order."""
+    import ui.shared_model
+
+    asked = []
+
+    def spy(name=None, *args, **kwargs):
+        asked.append(name)
+        return load(name)
+
+    monkeypatch.setattr(ui.shared_model, "load_model", spy)
+    if not keep_pin:
+        monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
+    ui.shared_model._models.clear()
+    return asked
+
+
 def texts(section: str, lang: str = "en") -> dict:
     return json.loads((ROOT / "assets" / "texts" / lang / f"{section}.json").read_text(encoding="utf-8"))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import ui.shared_model
+from app_helpers import install_loads
 from tiny_models import tiny_llama
 from streamlit.runtime.pages_manager import PagesManager
 
@@ -29,9 +30,7 @@ def navigation_frame(monkeypatch):
 def tiny_loads(monkeypatch):
     """Every model the app loads is one tiny random Llama (the shared-model memory emptied before and after)."""
     lm = tiny_llama()
-    monkeypatch.setattr(ui.shared_model, "load_model", lambda *args, **kwargs: lm)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.shared_model._models.clear()
+    install_loads(monkeypatch, lambda name: lm)
     yield lm
     ui.shared_model._models.clear()
 

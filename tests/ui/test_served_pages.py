@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import figures, open_app, texts
+from app_helpers import figures, install_loads, open_app, texts
 
 import ui.shared_model
 from figures.labels import WORD_JOINER
@@ -198,21 +198,15 @@ def test_every_new_text_reads_in_chinese_too(stub_server, no_local_loads):
 
 # ---- a pinned deployment offers no served model unless it names one ---------------------------------
 @pytest.fixture
-def tiny_loads(monkeypatch):
-    asked = []
+def asked_loads(monkeypatch):
+    """The tiny Llama for every load, the names asked for recorded; the deployment's pin as each test sets it."""
     lm = tiny_llama()
-
-    def spy(name=None, progress=None, device="auto", dtype="auto"):
-        asked.append(name)
-        return lm
-
-    monkeypatch.setattr(ui.shared_model, "load_model", spy)
-    ui.shared_model._models.clear()
+    asked = install_loads(monkeypatch, lambda name: lm, keep_pin=True)
     yield asked
     ui.shared_model._models.clear()
 
 
-def test_a_pinned_deployment_refuses_served_models(stub_server, tiny_loads, monkeypatch):
+def test_a_pinned_deployment_refuses_served_models(stub_server, asked_loads, monkeypatch):
     monkeypatch.setenv("DECODESCOPE_MODELS", "bundled")
     url = stub_server(COMPLETION)
     at = app("step_by_step", params={"server": url})
@@ -222,10 +216,10 @@ def test_a_pinned_deployment_refuses_served_models(stub_server, tiny_loads, monk
     assert "server" not in at.query_params                              # nor passed on in a copied link
     assert at.sidebar.get("text_input") and not [w for w in at.sidebar.text_input if w.key == "server"]
     assert stub_server.requests(url) == []
-    assert tiny_loads == [None]                                         # the pinned bundled model instead
+    assert asked_loads == [None]                                         # the pinned bundled model instead
 
 
-def test_a_pinned_deployment_that_names_served_offers_it(stub_server, tiny_loads, monkeypatch):
+def test_a_pinned_deployment_that_names_served_offers_it(stub_server, asked_loads, monkeypatch):
     monkeypatch.setenv("DECODESCOPE_MODELS", "bundled, served")
     assert ui.shared_model.offered_models() == ("smollm2-135m",) or "served" not in ui.shared_model.offered_models()
     url = stub_server(COMPLETION)
@@ -233,7 +227,7 @@ def test_a_pinned_deployment_that_names_served_offers_it(stub_server, tiny_loads
     assert not errors(at), errors(at)
     assert at.sidebar.selectbox(key="model_choice").value == "served", infos(at)
     assert at.session_state["sbs_served"].model_facts["served"]["url"] == url, infos(at)
-    assert tiny_loads == [None]          # the first run, before the choice: the pinned model, not 'served'
+    assert asked_loads == [None]          # the first run, before the choice: the pinned model, not 'served'
 
 
 # ---- the real llama.cpp server ------------------------------------------------------------------------

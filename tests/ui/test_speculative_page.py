@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui.shared_model
 from engine import ModelLoadError
-from app_helpers import ROOT, figures, page_links, texts
+from app_helpers import ROOT, figures, install_loads, page_links, texts
 from tiny_models import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -26,15 +26,15 @@ def models():
 
 
 @pytest.fixture
-def tiny_loads(monkeypatch, models):
-    def load(name=None, *args, **kwargs):
+def spec_loads(monkeypatch, models):
+    """The target is the tiny Llama; 'other-vocabulary' a draft with another vocabulary; 'no-such-model' fails
+    as a missing model does."""
+    def load(name):
         if name == "no-such-model":
             raise ModelLoadError("model 'no-such-model' was not found")
         return models["other"] if name == "other-vocabulary" else models["tiny"]
 
-    monkeypatch.setattr(ui.shared_model, "load_model", load)
-    monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
-    ui.shared_model._models.clear()
+    install_loads(monkeypatch, load)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -52,13 +52,13 @@ def open_page(params: dict) -> AppTest:
     return at
 
 
-def test_a_layer_beyond_the_model_is_held_to_its_last_exit(tiny_loads):
+def test_a_layer_beyond_the_model_is_held_to_its_last_exit(spec_loads):
     at = open_page({**LINK, "sd_layer": 40})             # a link made on a deeper model
     assert at.number_input(key="sd_layer").value == 1 and not at.error
     assert at.session_state["sd_trace"].config.draft == "early-exit:1"
 
 
-def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
+def test_a_link_with_every_setting_opens_the_same_decode(spec_loads):
     at = open_page(LINK)
     trace = at.session_state["sd_trace"]
     config = trace.config
@@ -74,7 +74,7 @@ def test_a_link_with_every_setting_opens_the_same_decode(tiny_loads):
     assert at.query_params["sd_pos"] == f"{r + 1}.{j + 1}"
 
 
-def test_choosing_a_position_goes_into_the_address(tiny_loads):
+def test_choosing_a_position_goes_into_the_address(spec_loads):
     at = open_page(LINK)
     last = at.session_state["sd_trace"].rounds[-1]
     other = f"{last.index + 1}.{'n' if last.next_id is not None else 1}"      # the last round's own token
@@ -86,7 +86,7 @@ def test_choosing_a_position_goes_into_the_address(tiny_loads):
 
 
 @pytest.mark.parametrize("name,named", [("no-such-model", "no\\-such\\-model"), ("other-vocabulary", "320")])
-def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads, name, named):
+def test_bad_input_gets_one_line_and_keeps_the_result(spec_loads, name, named):
     at = open_page(LINK)
     shown = at.session_state["sd_trace"]
     charts = len(figures(at))
@@ -99,7 +99,7 @@ def test_bad_input_gets_one_line_and_keeps_the_result(tiny_loads, name, named):
     assert at.session_state["sd_trace"] is shown and len(figures(at)) == charts     # all stays on screen
 
 
-def test_the_proof_tells_the_slip_from_the_rule(tiny_loads):
+def test_the_proof_tells_the_slip_from_the_rule(spec_loads):
     at = open_page({**LINK, "sd_n": 20000})
     at.button(key="sd_prove").click().run()
     assert not at.exception
@@ -112,7 +112,7 @@ def test_the_proof_tells_the_slip_from_the_rule(tiny_loads):
     assert leaves not in lines[3], lines                                   # ids only: exact, keeps fewer
 
 
-def test_chinese_and_presentation_mode(tiny_loads):
+def test_chinese_and_presentation_mode(spec_loads):
     at = open_page({**LINK, "lang": "zh", "present": 1})
     zh = texts("spec", "zh")
     assert at.title[0].value == zh["title"]
@@ -142,7 +142,7 @@ def walk_the_chain(at: AppTest) -> list:
     return links
 
 
-def test_the_speculative_chain_links_each_answer_to_a_demo(tiny_loads):
+def test_the_speculative_chain_links_each_answer_to_a_demo(spec_loads):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
     at.switch_page("pages/interview.py").run()
     links = walk_the_chain(at)
@@ -168,7 +168,7 @@ def test_the_chain_links_open_the_page_with_their_settings_on_the_bundled_model(
             assert [s.value for s in page.success] == [EN["same_ids"]]
 
 
-def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_no_proof(tiny_loads):
+def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_no_proof(spec_loads):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
     for key, value in {**LINK, "sd_kind": "prompt-lookup", "sd_ngram": 2}.items():
         at.query_params[key] = str(value)
