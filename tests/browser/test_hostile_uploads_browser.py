@@ -3,9 +3,9 @@
 AppTest (tests/ui/test_hostile_uploads.py) uploads every file of tests/hostile_traces.py on every page and checks
 the message and the result kept. Here the browser adds what only it shows: every file that carries markup or a
 tracking address (Markdown images, <img> tags) goes to all three pages; Step by step also gets every heavy file
-(over 256 KiB) and every other of the rest, the other two every sixth of the rest. After each one: no exception
-element is on the page, no request has left the page for any other host, the live result shown before is still
-shown, and the server still answers its health check.
+(over 256 KiB); each page gets every sixth of the rest, from its own offset, so that the three together see
+about half of them. After each one: no exception element is on the page, no request has left the page for any
+other host, the live result shown before is still shown, and the server still answers its health check.
 
 The server's peak memory is sampled over the whole hostile run and over one normal session
 (the same pages, the real traces uploaded), each on a fresh server; both figures are written
@@ -96,15 +96,15 @@ def healthy(server) -> bool:
 HEAVY_BYTES = 256 * 1024
 
 
-def browser_cases(files: list, first_page: bool) -> list:
-    """The files a page gets in the browser: each one with markup in it (what could become a request or an
-    element); on the first page also each heavy one (the server's memory peak) and every other of the rest; on
-    the others every sixth of the rest. The rest's messages hold numbers and names, checked whole by AppTest on
-    every page."""
+def browser_cases(files: list, which: int) -> list:
+    """The files page number `which` (0, 1, 2) gets in the browser: each one with markup in it (what could become
+    a request or an element); on the first page also each heavy one (the server's memory peak); and every sixth
+    of the rest, from its own offset (the three pages together see about half of them). The rest's messages
+    hold numbers and names, checked whole by AppTest on every page."""
     marked = [case for case in files if hostile_traces.PIXEL.encode() in case.payload
-              or (first_page and len(case.payload) > HEAVY_BYTES)]
+              or (which == 0 and len(case.payload) > HEAVY_BYTES)]
     plain = [case for case in files if case not in marked]
-    return marked + plain[::2 if first_page else 6]
+    return marked + plain[2 * which::6]
 
 
 def run_session(browser, server, files: list, check, spread: bool = True) -> None:
@@ -112,15 +112,14 @@ def run_session(browser, server, files: list, check, spread: bool = True) -> Non
     check(page, name, case, before)."""
     context = new_context(browser, server)
     outside = outside_requests(context, server)
-    first = next(iter(PAGES))
     try:
-        for name, (key, query) in PAGES.items():
+        for which, (name, (key, query)) in enumerate(PAGES.items()):
             page = context.new_page()
             open_page(page, server, name, urlencode(query))
             wait_chart(page)
             wait_idle(page)
             before = live_result(page, name)
-            for case in browser_cases(files, first_page=name == first) if spread else files:
+            for case in browser_cases(files, which) if spread else files:
                 upload(page, key, {"name": f"{case.name}.json", "mimeType": "application/json",
                                    "buffer": case.payload})
                 check(page, name, case, before)
