@@ -129,3 +129,19 @@ def hand_made_trace():
                  steps=[step(i, p) for i, p in enumerate(PLAY_PROBS)],
                  sequences=[Sequence(token_ids=[10, 11, 12], text=" w0 w1 w2",
                                      cum_logprob=sum(map(math.log, PLAY_PROBS)), score=0.0)])
+
+
+# ---- a real speculative run (the reader's and the pages' hostile-file tests edit it) ---------------------------
+def kept_then_rejected_run(target, draft, seeds: int = 50) -> Trace:
+    """A sampled speculative decode of `target` with the model `draft` whose first round keeps one draft and
+    rejects the next, with a second round: the run the hostile speculative files are edited from."""
+    from engine import decode
+
+    for seed in range(seeds):
+        trace = decode(target, "The capital of France is Paris. The capital of Italy is", DecodeConfig(
+            strategy="speculative", draft="model:gpt2", draft_tokens=4, verify="sample", temperature=1.5,
+            repetition_penalty=1.3, max_new_tokens=10, seed=seed), draft_lm=draft)
+        statuses = [d.status for d in trace.rounds[0].drafts]
+        if statuses[:2] == ["kept", "rejected"] and len(trace.rounds) >= 2:
+            return trace
+    raise AssertionError(f"no seed of {seeds} gave a first round of kept, rejected")

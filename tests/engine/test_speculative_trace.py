@@ -6,7 +6,8 @@ import pytest
 
 import hostile_traces
 from tiny_models import tiny_gpt2
-from engine import DecodeConfig, Trace, TraceFormatError, decode
+from trace_builders import kept_then_rejected_run
+from engine import Trace, TraceFormatError
 
 
 @pytest.fixture(scope="module")
@@ -16,21 +17,9 @@ def spec(llama):
     before = torch.get_num_threads()
     torch.set_num_threads(1)         # tiny models: one thread (two wait on each other on a busy 2-core machine)
     try:
-        yield find_run(llama)
+        yield kept_then_rejected_run(llama, tiny_gpt2(seed=5))
     finally:
         torch.set_num_threads(before)
-
-
-def find_run(llama):
-    draft = tiny_gpt2(seed=5)
-    for seed in range(50):      # a run whose first round keeps one draft and rejects the next
-        trace = decode(llama, "The capital of France is Paris. The capital of Italy is", DecodeConfig(
-            strategy="speculative", draft="model:gpt2", draft_tokens=4, verify="sample", temperature=1.5,
-            repetition_penalty=1.3, max_new_tokens=10, seed=seed), draft_lm=draft)
-        statuses = [d.status for d in trace.rounds[0].drafts]
-        if statuses[:2] == ["kept", "rejected"] and len(trace.rounds) >= 2:
-            return trace
-    pytest.fail("no seed gave a first round of kept, rejected")
 
 
 def test_a_whole_speculative_trace_reads_back_exactly(spec):

@@ -1,4 +1,5 @@
-"""Hostile trace files uploaded on Step by step, Beam tree and Compare (AppTest, tiny random Llama).
+"""Hostile trace files uploaded on every page that opens a trace: Step by step, Beam tree, Compare, Speculative
+decoding and Structured output (AppTest, tiny random Llama).
 
 Each refused file (tests/hostile_traces.py) must give one message naming the problem, raise
 no exception, and leave the live result on screen as it was. Each whole file that carries
@@ -19,11 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 import hostile_traces  # noqa: E402
 from app_helpers import figures  # noqa: E402
 from tiers import spread  # noqa: E402
-from engine import DecodeConfig, decode  # noqa: E402
+from engine import DecodeConfig, Trace, decode  # noqa: E402
 from figures.labels import WORD_JOINER  # noqa: E402
 
 PROMPT = "The capital of France is"
-UPLOADERS = {"step_by_step": "sbs_upload", "beam_tree": "beam_upload", "compare": "cmp_upload"}
+UPLOADERS = {"step_by_step": "sbs_upload", "beam_tree": "beam_upload", "compare": "cmp_upload",
+             "speculative": "sd_upload", "structured": "so_upload"}
+# what a page cannot show, and says so in one line instead: a trace without a beam tree, speculative rounds,
+# or grammar masks
+SHOWS_ONLY = {"beam_tree": lambda tr: bool(tr.nodes), "speculative": lambda tr: bool(tr.rounds),
+              "structured": lambda tr: any(s.grammar is not None for s in tr.steps)}
+
+
+def page_shows(page: str, trace) -> bool:
+    return SHOWS_ONLY.get(page, lambda tr: True)(trace)
 
 
 def on_screen(at: AppTest) -> tuple:
@@ -41,11 +51,19 @@ def cases(tiny_llama_folder):
     return hostile_traces.refused(greedy, beam), hostile_traces.accepted(greedy, beam)
 
 
+# a live result the page finishes without a message of its own: Structured output on a grammar that a few
+# tokens complete (four tokens end a JSON object only by chance)
+LIVE = {"structured": ({"so_kind": "choices", "so_example": "cities"}, 12)}
+
+
 def open_page(folder: str, page: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    params, new_tokens = LIVE.get(page, ({}, 4))
+    for key, value in params.items():
+        at.query_params[key] = value
     at.session_state["model"] = folder
     at.session_state["prompt"] = PROMPT
-    at.session_state["max_new_tokens"] = 4
+    at.session_state["max_new_tokens"] = new_tokens
     at.switch_page(f"pages/{page}.py")
     at.run()
     assert not at.exception, at.exception
@@ -102,13 +120,16 @@ def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, pag
     _, folder = tiny_llama_folder
     _, accepted = cases
     for case in accepted:
-        if page == "beam_tree" and case.name == "markup-greedy":
-            continue             # a decode without a tree: the page says so (checked below)
         at = open_page(folder, page)
         upload(at, page, f"{case.name}.json", case.payload)
         assert not at.exception, (case.name, at.exception)
-        assert not at.error, (case.name, [e.value for e in at.error])
         assert not unescaped_markup(at), (case.name, unescaped_markup(at))
+        if not page_shows(page, Trace.from_json(case.payload)):
+            # a trace this page cannot show (a decode without a tree, rounds or masks): one line naming its strategy
+            assert len(at.error) == 1 and ("greedy" in at.error[0].value or "beam" in at.error[0].value), \
+                (case.name, [e.value for e in at.error])
+            continue
+        assert not at.error, (case.name, [e.value for e in at.error])
         # Markdown escapes and the invisible joiner that keeps an address from becoming a link are not text
         shown = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in (*at.markdown, *at.caption, *at.success)]
         assert any(hostile_traces.MARKUP in value for value in shown), case.name    # the text is there, literally
@@ -116,10 +137,73 @@ def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, pag
             continue             # Compare shows the live model's facts beside the uploaded lane
         facts = [m.value for m in at.sidebar.markdown if "pixel\\-name" in m.value]     # the model facts panel
         assert facts and all(value.startswith("**\\!\\[x\\]\\(http") for value in facts), facts
-    if page == "beam_tree":
-        at = open_page(folder, page)
-        upload(at, page, "markup-greedy.json", accepted[0].payload)
-        assert not at.exception and len(at.error) == 1 and "greedy" in at.error[0].value
+
+
+# ---- speculative files: rounds edited by a stranger --------------------------------------------
+@pytest.fixture(scope="module")
+def spec_run(tiny_llama_folder):
+    import torch
+
+    from tiny_models import tiny_gpt2
+    from trace_builders import kept_then_rejected_run
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return kept_then_rejected_run(tiny_llama_folder[0], tiny_gpt2(seed=5))
+    finally:
+        torch.set_num_threads(before)
+
+
+def with_markup_in_rounds(spec) -> bytes:
+    """The whole speculative run with every text a reader sees replaced by markup and tracking pixels."""
+    data = spec.to_dict()
+    data["prompt"] = data["model"] = hostile_traces.MARKUP
+    for step in data["steps"]:
+        for cand in step["candidates"]:
+            cand["text"] = hostile_traces.MARKUP
+        step["chosen_texts"] = [hostile_traces.MARKUP for _ in step["chosen_ids"]]
+    for rnd in data["rounds"]:
+        rnd["next_text"] = hostile_traces.MARKUP
+        for pair in rnd["next_candidates"]:
+            pair["text"] = hostile_traces.MARKUP
+        for draft in rnd["drafts"]:
+            draft["text"] = hostile_traces.MARKUP
+            for pair in draft["candidates"]:
+                pair["text"] = hostile_traces.MARKUP
+            for token in draft["residual"]:
+                token["text"] = hostile_traces.MARKUP
+    return json.dumps(data).encode()
+
+
+def test_hostile_rounds_on_the_speculative_page(tiny_llama_folder, spec_run):
+    """Each edited round is refused with the reader's one sentence (round and draft named), the live decode
+    stays; the whole run with markup in every text opens, and no element renders that markup."""
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "speculative")
+    before = on_screen(at)
+    wrong = []
+    for case in hostile_traces.refused_speculative(spec_run):
+        upload(at, "speculative", f"{case.name}.json", case.payload)
+        errors = [e.value.replace("\\", "") for e in at.error]
+        if at.exception:
+            wrong.append((case.name, "exception", at.exception[0].value))
+        elif len(errors) != 1 or not all(words in errors[0] for words in case.words):
+            wrong.append((case.name, "message", errors))
+        elif on_screen(at) != before:
+            wrong.append((case.name, "the live result changed"))
+    assert not wrong, wrong
+
+    at = open_page(folder, "speculative")
+    upload(at, "speculative", "markup-speculative.json", with_markup_in_rounds(spec_run))
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("rounds" in i.value for i in at.info), [i.value for i in at.info]     # viewing the uploaded run
+    assert not unescaped_markup(at), unescaped_markup(at)
+    # and the texts are there, as text: in the page's words and in its charts' labels
+    shown = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in (*at.markdown, *at.caption, *at.info)]
+    drawn = json.dumps(figures(at), ensure_ascii=False)
+    assert any(hostile_traces.MARKUP in value for value in shown) or "**bold**" in drawn, (shown, drawn[:300])
 
 
 # ---- property: damaged real traces on the pages themselves ------------------------------------
@@ -127,7 +211,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from tiers import examples  # noqa: E402
 
-from engine import Trace, TraceFormatError  # noqa: E402
+from engine import TraceFormatError  # noqa: E402
 
 
 @st.composite
@@ -165,8 +249,8 @@ def test_damaged_traces_are_refused_with_a_message_or_shown(tiny_llama_folder, p
         if trace is None:
             assert len(errors) == 1 and "trace" in errors[0], errors
             assert on_screen(at) == live
-        elif page == "beam_tree" and not trace.nodes:
-            assert len(errors) == 1, errors        # "this trace has no beam tree"
+        elif not page_shows(page, trace):
+            assert len(errors) == 1, errors        # "this trace has no beam tree" (rounds, grammar masks)
         else:
             assert not errors, errors
         assert not unescaped_markup(at)
