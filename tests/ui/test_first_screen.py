@@ -143,3 +143,21 @@ def test_an_old_link_to_the_root_with_settings_still_opens_step_by_step(loads):
     at = root({"lang": "en", "prompt": "Hello", "max_new_tokens": "2"})
     assert at.sidebar.text_area(key="prompt").value == "Hello"
     assert at.button(key="sbs_next")
+
+
+# ---- pages that run several decodes open short --------------------------------------------------------
+@pytest.mark.parametrize("name", ["compare", "beam_tree", "teacher_forcing", "kv_cache"])
+def test_a_heavy_page_opens_with_a_short_decode(loads, name):
+    """Opened with no length in the address, a page that decodes several times asks for LIGHT_NEW_TOKENS, fewer
+    than Step by step's one decode; a length in the address still wins."""
+    from ui.sidebar import LIGHT_NEW_TOKENS
+
+    def opened(page: str, params: dict) -> int:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.query_params.update({"lang": "en", "tour": "0", **params})
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, at.exception
+        return at.sidebar.number_input(key="max_new_tokens").value
+
+    assert opened(name, {}) == LIGHT_NEW_TOKENS < opened("step_by_step", {})
+    assert opened(name, {"max_new_tokens": "5"}) == 5
