@@ -171,6 +171,20 @@ def literal_everywhere(page, scope: str = "") -> str:
     }""", scope)
 
 
+def hover_text(page, point, chart: str, tries: int = 3) -> str:
+    """The text of the hover label over `point` in the chart under the selector `chart`. Plotly removes a label
+    when the chart is drawn again (a rerun that redraws it after the upload), so hover again while none shows."""
+    text = ""
+    for _ in range(tries):
+        point.hover(force=True)
+        page.locator(f"{chart} .hoverlayer .hovertext").first.wait_for(state="attached")
+        page.wait_for_timeout(100)
+        text = literal_everywhere(page, f"{chart} .hoverlayer")
+        if text.strip():
+            break
+    return text
+
+
 def test_token_texts_that_look_like_markup_show_literally_in_step_by_step(watched, server, real_traces, tmp_path):
     page = watched
     greedy, _ = real_traces
@@ -196,9 +210,7 @@ def test_token_texts_that_look_like_markup_show_literally_in_step_by_step(watche
         assert visible(cand.text) in chart_text, (cand.text, chart_text[:500])
     # a hover over a bar shows the literal text too
     bar = page.locator("[data-testid='stPlotlyChart'] .barlayer .point path").first
-    bar.hover(force=True)
-    page.locator("[data-testid='stPlotlyChart'] .hoverlayer .hovertext").first.wait_for(state="attached")
-    hover = literal_everywhere(page, "[data-testid='stPlotlyChart'] .hoverlayer")
+    hover = hover_text(page, bar, "[data-testid='stPlotlyChart']")
     assert any(visible(c.text) in hover for c in last.candidates), hover
     # the prompt caption shows the markup as text
     main_text = literal_everywhere(page, "[data-testid='stMain']")
@@ -219,9 +231,7 @@ def test_token_texts_that_look_like_markup_show_literally_in_the_beam_tree(watch
     shown = [h for h in HOSTILE if visible(h) in chart_text]
     assert len(shown) >= 3, chart_text[:800]
     point = page.locator(".st-key-beam_chart .scatterlayer .point").nth(1)
-    point.hover(force=True)
-    page.locator(".st-key-beam_chart .hoverlayer .hovertext").first.wait_for(state="attached")
-    hover = literal_everywhere(page, ".st-key-beam_chart .hoverlayer")
+    hover = hover_text(page, point, ".st-key-beam_chart")
     assert any(visible(h) in hover for h in HOSTILE), hover
     assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] .katex").count() == 0
     screenshot(page, "hostile_beam_tree")
@@ -242,9 +252,7 @@ def test_token_texts_that_look_like_markup_show_literally_in_compare(watched, se
     points = page.locator(".st-key-cmp_chart .scatterlayer .trace").last.locator(".point")
     hovers = []
     for i in range(points.count()):
-        points.nth(i).hover(force=True)
-        page.locator(".st-key-cmp_chart .hoverlayer .hovertext").first.wait_for(state="attached")
-        hovers.append(literal_everywhere(page, ".st-key-cmp_chart .hoverlayer"))
+        hovers.append(hover_text(page, points.nth(i), ".st-key-cmp_chart"))
     assert any(visible(s.chosen_texts[0]) in h for s in bad.steps for h in hovers), hovers
     assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] .katex").count() == 0
     screenshot(page, "hostile_compare")
