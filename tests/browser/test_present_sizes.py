@@ -72,7 +72,8 @@ def test_text_in_chips_legends_dropdowns_tables_and_axes_grows(page, server, nam
     for present in ("0", "1"):
         open_page(page, server, name, f"lang=en&tour=0&max_new_tokens=6&present={present}")
         assert_no_exception(page, server)
-        page.locator(list(MEASURED[name].values())[-1]).first.wait_for(state="attached")    # the chart is drawn
+        for selector in MEASURED[name].values():     # every part measured is drawn (the chart, the table...)
+            page.locator(selector).first.wait_for(state="attached")
         sizes[present] = font_sizes(page, MEASURED[name])
         if name in OPENED:              # a dropdown's list of options, drawn outside the page once it opens
             what, box, options = OPENED[name]
