@@ -166,7 +166,7 @@ SEEN_WITHIN_MS = 30_000   # a run starts at once after the click that asks for i
 # A run that ends and at once starts another (st.rerun, a fragment's whole-page rerun) is not "done": the server
 # starts the next in the same thread, and Chromium sees it ~20 ms later (measured on every page); none of the
 # app's widgets or charts sends a value on its own after drawing, so a short quiet time is enough.
-QUIET_MS = 400
+QUIET_MS = 300
 
 
 def runs(page) -> int:
@@ -210,7 +210,7 @@ def _wait_idle(page, need: int, timeout_ms: int) -> None:
             return window.__dsRuns > need && state === 'notRunning' && conn === 'CONNECTED'
                 && performance.now() - window.__dsChanged > quiet
                 && !document.querySelector('[data-stale="true"]');
-        }""", arg=[need, QUIET_MS], timeout=timeout_ms, polling=200)
+        }""", arg=[need, QUIET_MS], timeout=timeout_ms, polling=50)
 
 
 def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
