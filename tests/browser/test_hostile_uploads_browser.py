@@ -7,9 +7,9 @@ tracking address (Markdown images, <img> tags) goes to all three pages; Step by 
 about half of them. After each one: no exception element is on the page, no request has left the page for any
 other host, the live result shown before is still shown, and the server still answers its health check.
 
-The server's peak memory is sampled over the whole hostile run and over one normal session
-(the same pages, the real traces uploaded), each on a fresh server; both figures are written
-to artifacts/hostile_memory.json.
+The server's peak memory is sampled over one normal session (the same pages, the real traces uploaded) on a
+fresh server, then over the hostile run on that server after it; both figures are written to
+artifacts/hostile_memory.json.
 """
 from __future__ import annotations
 
@@ -161,11 +161,11 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
         assert page.locator("[data-testid='stMain'] img[src*='pixel'], [data-testid='stSidebar'] img[src*='pixel']"
                             ).count() == 0
 
-    with running_server(tmp_path_factory.mktemp("normal")) as server:
+    # one fresh server: a normal session first, its peak the baseline, then the hostile run's peak over both
+    with running_server(tmp_path_factory.mktemp("hostile")) as server:
         with PeakMemory(server.pid) as normal_peak:
             run_session(browser, server, normal, lambda page, name, case, before: assert_no_exception(page),
                         spread=False)
-    with running_server(tmp_path_factory.mktemp("hostile")) as server:
         with PeakMemory(server.pid) as hostile_peak:
             run_session(browser, server, refused, check_refused)
             run_session(browser, server, accepted, check_shown)
