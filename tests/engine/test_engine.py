@@ -159,7 +159,14 @@ def test_half_written_cache_is_never_read(tmp_path, monkeypatch):
     (target / "config.json").write_text("{}")   # what a killed write might leave
     from engine.model import loading as model_module
 
-    calls = []
-    monkeypatch.setattr(model_module, "write_cache", lambda *a: calls.append(a))
-    lm = load_model()   # de-quantises from the GGUF instead of reading the broken folder
-    assert not lm.from_cache and calls
+    class Dequantising(Exception):
+        """The load went to the GGUF file: the broken folder was not read (the rebuild itself, ~20 s, is
+        tested whole by test_model_cache's damaged copy)."""
+
+    def dequantise(report, which):
+        raise Dequantising(which.name)
+
+    monkeypatch.setattr(model_module, "read_cache", lambda *a: pytest.fail("a folder without its marker was read"))
+    monkeypatch.setattr(model_module, "dequantise", dequantise)
+    with pytest.raises(Dequantising):
+        load_model()     # de-quantises from the GGUF instead of reading the broken folder
