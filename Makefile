@@ -75,21 +75,21 @@ browser:
 		else echo "note: /usr/bin/chromium or a CJK font is missing; browser tests will be skipped (apt-get install chromium fonts-noto-cjk)"; fi; \
 	fi
 
-# Both bundled models' checked caches, built once before the tests (the first Gemma build takes minutes,
-# longer than a browser test waits for a page); later runs only check them.
+# Both bundled models' caches, built before the tests when one has none (the first Gemma build takes minutes,
+# longer than a browser test waits for a page); a cache that is there is checked whole by the tests' first load.
 models: setup
-	$(PY) -c "from engine.model import load_model; [load_model(name) for name in ('smollm2-135m', 'gemma3-270m')]"
+	$(PY) -c "from engine.model import load_model, bundled_cache_dir, bundled_named; from engine.model.cache import \
+	MARKER; [load_model(n) for n in ('smollm2-135m', 'gemma3-270m') if not (bundled_cache_dir(bundled_named(n)) / MARKER).is_file()]"
 
-# Every test, in two runs: all but the browser tests, then the browser tests; each on both cores (two processes;
-# a browser process has its own app server and Chromium, shared by its tests, and takes whole test files, so a
-# module's page and server stay together: most of a browser test is waiting for the app, which two overlap).
-# Each run lists its 30 slowest; both always run, and the target fails if either did (5: a selection with no test
-# in one of the runs is fine). The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
+# Every test in one run of three processes on the two cores, so that one test's waiting (a page drawing, a server
+# answering) is another's working time. A browser test file goes whole to one process (its xdist group, set in
+# tests/browser/conftest.py), which has its own app server and Chromium, shared by the files it takes; those
+# files start first, the longest first, and the other tests fill in around them. The 30 slowest are listed
+# (5: a selection with no test is fine). The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
+TEST_WORKERS ?= 3
 test: setup-test served browser models
-	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 -m "not browser" --durations=30 $(ARGS); first=$$?; \
-	DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n 2 --dist loadfile -m browser --durations=30 $(ARGS); \
-	second=$$?; \
-	for status in $$first $$second; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit 1; done
+	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(ARGS); \
+	status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 # The inner loop: every test that needs neither a browser, a llama.cpp server, a bundled model nor a fresh Python
 # interpreter (tests/tiers.py says how tests are sorted; properties draw a sixth of their examples), then the

@@ -17,7 +17,8 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
 
 
 # The modules that take longest (minutes each on two cores), started first: `make test` gives each worker whole
-# modules, one at a time as it frees up, so the long ones must not be left for the end of one worker's run.
+# modules (an xdist group per module: its page pool and screenshots stay in one process), one at a time as it
+# frees up, so the long ones must not be left for the end of one worker's run.
 LONGEST_FIRST = ["test_hostile_uploads_browser.py", "test_app.py", "test_stage_browser.py",
                  "test_bad_input_browser.py", "test_readable.py", "test_load.py"]
 
@@ -31,11 +32,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
             if not Path(CHROMIUM).is_file():
                 item.add_marker(pytest.mark.skip(reason=f"{CHROMIUM} is not installed (apt-get install chromium)"))
-    # the browser tests in the places they held, longest modules first (a stable sort: each module's own order)
+    # the browser tests first, longest modules first (a stable sort: each module's own order), the others after
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     ordered = sorted((items[p] for p in ours), key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))
-    for position, item in zip(ours, ordered):
-        items[position] = item
+    for item in ordered:
+        item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).name))
+    mine = set(ours)
+    items[:] = ordered + [item for p, item in enumerate(items) if p not in mine]
 
 
 @pytest.fixture(scope="session")
