@@ -221,13 +221,23 @@ def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     wait_idle(page, timeout_ms, after=before)
 
 
-def upload(page, key: str, path_or_payload) -> None:
-    """Open the 'Open a trace file' expander and give the uploader with this key a file."""
+def upload(page, key: str, path_or_payload, shows=None) -> None:
+    """Open the 'Open a trace file' expander and give the uploader with this key a file.
+
+    shows: a locator for what the page shows once it has read this file (its message). Replacing a file is two
+    runs, the old file taken away and then the new one read, with the new file's transfer between them; on a
+    busy machine that gap can pass for the end, so a test that reads the message waits for it."""
     box = page.locator(f".st-key-{key}")
     if not box.is_visible():
         page.get_by_text("Open a trace file").first.click()
     target = page.locator(f".st-key-{key} input[type=file]")
     act(page, lambda: target.set_input_files(path_or_payload))
+    if shows is not None:
+        try:
+            shows.first.wait_for(state="attached", timeout=SEEN_WITHIN_MS)
+        except Exception:   # noqa: BLE001  the test's own assertion names what is missing
+            pass
+        wait_idle(page)
 
 
 def open_page(page, server, name: str, query: str = "", timeout_ms: int = MODEL_TIMEOUT_MS) -> None:

@@ -155,7 +155,9 @@ def test_bad_uploads_give_a_message_and_the_live_decode_stays(watched, server, r
     for name, data, words in cases:
         path = tmp_path / name                # a file on disk: Playwright hands over at most 50 MB from memory
         path.write_bytes(data)
-        upload(page, "sbs_upload", path)
+        # the message names the file, or the uploader itself says it is too large
+        upload(page, "sbs_upload", path, shows=page.locator(ERROR, has_text=name).or_(
+            page.locator(".st-key-sbs_upload", has_text=words)))
         said = errors(page) + page.locator(".st-key-sbs_upload").all_inner_texts()   # the uploader's own line
         assert any(words in e for e in said), (name, said)
         assert_no_exception(page, server)

@@ -35,6 +35,7 @@ PAGES = {   # page: (uploader key, query for a small live result)
     "compare": ("cmp_upload", {"prompt": "The capital of France is", "max_new_tokens": 5, "lanes": "greedy,top_p"}),
 }
 ERROR = "[data-testid='stAlertContentError']"
+ALERT = "[data-testid='stAlert']"
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +108,10 @@ def browser_cases(files: list, which: int) -> list:
     return marked + plain[2 * which::6]
 
 
-def run_session(browser, server, files: list, check, spread: bool = True) -> None:
+def run_session(browser, server, files: list, check, spread: bool = True, refused: bool = False) -> None:
     """Open each page with its live result, upload its files (all of them unless `spread`), and call
-    check(page, name, case, before)."""
+    check(page, name, case, before). A refused file's message names it (the last file's message is still
+    on the page while this one is read); another file's is its own success or the page's one error."""
     context = new_context(browser, server)
     outside = outside_requests(context, server)
     try:
@@ -120,8 +122,9 @@ def run_session(browser, server, files: list, check, spread: bool = True) -> Non
             wait_idle(page)
             before = live_result(page, name)
             for case in browser_cases(files, which) if spread else files:
+                named = page.locator(ALERT, has_text=f"{case.name}.json")
                 upload(page, key, {"name": f"{case.name}.json", "mimeType": "application/json",
-                                   "buffer": case.payload})
+                                   "buffer": case.payload}, shows=named if refused else named.or_(page.locator(ERROR)))
                 check(page, name, case, before)
                 assert not outside, (name, case.name, outside)
                 assert healthy(server), (name, case.name)
@@ -167,7 +170,7 @@ def test_hostile_uploads_on_three_pages(browser, real_traces, tmp_path_factory):
             run_session(browser, server, normal, lambda page, name, case, before: assert_no_exception(page),
                         spread=False)
         with PeakMemory(server.pid) as hostile_peak:
-            run_session(browser, server, refused, check_refused)
+            run_session(browser, server, refused, check_refused, refused=True)
             run_session(browser, server, accepted, check_shown)
         log = server.log_text()
     assert "Traceback" not in log, log[-3000:]
