@@ -14,6 +14,11 @@ Stepper. Every change holds the stepper's lock: the new run waits for the old ch
 finish instead of replacing runners under it (that race once left the cursor past the
 decoded steps: an empty text with Back enabled).
 
+After a step is drawn, the page asks for the step after it on a copy of the decode (`look_ahead`), so the
+next Next takes that copy and only moves the cursor: the forward pass happened while the reader was reading.
+The copy is the decode's own state (KV cache and generator), so the step is the one Next would have decoded;
+any other change (new settings, a reset, a step taken another way) leaves it unused.
+
 Every session that opens the same prompt under the same settings starts on the same first
 step, so the first step is decoded once per server: later openings start from a copy of it
 (its KV cache and generator state) instead of running the prompt's forward pass again.
@@ -84,6 +89,18 @@ OPENINGS = _Openings()
 class Branch:
     forced: dict                       # step index -> token id
     runner: Runner | None = field(default=None, repr=False)   # built on demand by make_runner
+    # a copy of `runner` one step further (look_ahead), valid while `runner` is the same object at the same length
+    ahead: Decoder | None = field(default=None, repr=False)
+    ahead_of: tuple = field(default=(None, -1), repr=False)   # (runner, its length) when the copy was made
+
+    def take_ahead(self) -> bool:
+        """Make the looked-ahead copy the branch's decode, when it was made from the decode as it is now."""
+        run, length = self.ahead_of
+        usable = self.ahead is not None and run is self.runner and length == len(self.runner.steps)
+        if usable:
+            self.runner = self.ahead
+        self.ahead, self.ahead_of = None, (None, -1)
+        return usable
 
     @property
     def part_step(self) -> int | None:
@@ -175,9 +192,28 @@ class Stepper:
             return True
         if self.finished():
             return False
-        self.runner().step()
+        if not self.branches[self.active].take_ahead():
+            self.runner().step()
         self.cursor = len(self.steps()) - 1
         return True
+
+    @_locked
+    def look_ahead(self) -> bool:
+        """Decode the step after the newest one on a copy of the active branch, for the next Next to take.
+        Only for a live decode with the cursor on its newest step, not ended, that can be copied; the copies of
+        other branches are dropped (one extra KV cache per session at most). Whether a step is ready."""
+        if self.recorded is None and self.config.strategy != "beam":
+            branch, run = self.branches[self.active], self.runner()
+            if branch.ahead is not None and branch.ahead_of[0] is run and branch.ahead_of[1] == len(run.steps):
+                return True
+            if isinstance(run, Decoder) and not run.finished and self.cursor + 1 == len(run.steps):
+                ahead = run.copy()
+                if ahead is not None and ahead.step() is not None:
+                    for other in self.branches:
+                        other.ahead, other.ahead_of = None, (None, -1)
+                    branch.ahead, branch.ahead_of = ahead, (run, len(run.steps))
+                    return True
+        return False
 
     @_locked
     def back(self) -> None:
@@ -202,6 +238,8 @@ class Stepper:
         if config == self.config:
             return
         self.config = config
+        for branch in self.branches:      # a copy decoded ahead under the old settings
+            branch.ahead, branch.ahead_of = None, (None, -1)
         if config.strategy == "beam":
             self.branches = [Branch(forced={})]
             self.active = 0

@@ -292,3 +292,86 @@ def test_a_model_the_server_lets_go_leaves_no_first_steps_behind(llama):
         assert count.calls == 1                          # decoded afresh: nothing was kept for this model
     finally:
         count.close()
+
+
+# ---- looking ahead: the step after the newest, decoded on a copy for the next Next to take ------------------
+@pytest.mark.parametrize("config", [GREEDY, DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.9, seed=4),
+                                    DecodeConfig(strategy="soft", max_new_tokens=10)])
+def test_looking_ahead_at_every_step_gives_the_same_decode_and_next_takes_no_forward_pass(llama, config):
+    s = Stepper(llama, PROMPT, config)
+    count = ForwardCount(llama.model)
+    try:
+        while True:
+            before = count.calls
+            ready = s.look_ahead()
+            assert count.calls - before == (1 if ready else 0)       # one step, on the copy
+            assert s.look_ahead() == ready and count.calls - before == (1 if ready else 0)     # once per step
+            before = count.calls
+            moved = s.next()
+            assert count.calls == before                             # the looked-ahead step: no forward pass
+            assert moved == ready
+            if not moved:
+                break
+    finally:
+        count.close()
+    fresh = decode(llama, PROMPT, config)
+    assert chosen(s) == fresh.best.token_ids and len(s.steps()) == 10 and s.finished()
+    for mine, ref in zip(s.steps(), fresh.steps):
+        assert [c.prob for c in mine.candidates] == pytest.approx([c.prob for c in ref.candidates], abs=1e-6)
+    if config == GREEDY:
+        assert chosen(s) == generate_greedy(llama, s.runner().prompt_ids, 10)
+
+
+def test_a_step_looked_ahead_is_not_shown_before_next(stepper):
+    stepper.look_ahead()
+    assert len(stepper.steps()) == 1 and len(stepper.trace().steps) == 1 and stepper.cursor == 0
+
+
+def test_a_look_ahead_is_left_unused_after_new_settings_a_branch_or_another_step(stepper, llama):
+    # new settings: the step decoded ahead under greedy is not taken under sampling
+    stepper.go(2)
+    stepper.look_ahead()
+    sample = DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.8, seed=3)
+    stepper.reconfigure(sample)
+    stepper.next()
+    fresh = decode(llama, PROMPT, sample.replace(max_new_tokens=4))
+    assert chosen(stepper) == fresh.best.token_ids
+    assert [c.prob for c in stepper.current.candidates] == pytest.approx([c.prob for c in fresh.steps[3].candidates])
+    # a step taken another way (go) first: the copy made before it is stale and dropped
+    stepper.look_ahead()
+    stepper.go(5)
+    stepper.next()
+    assert chosen(stepper) == decode(llama, PROMPT, sample.replace(max_new_tokens=7)).best.token_ids
+    # a branch made at an earlier step looks ahead on its own (the main line's copy is dropped); back on the main
+    # line, Next decodes the step itself
+    stepper.look_ahead()
+    stepper.back()
+    other = stepper.current.candidates[1].token_id
+    stepper.branch(other)
+    stepper.look_ahead()                       # on the new branch: the main line's copy is dropped
+    stepper.switch(0)
+    stepper.go(6)
+    stepper.next()
+    assert chosen(stepper, 0) == decode(llama, PROMPT, sample.replace(max_new_tokens=8)).best.token_ids
+    assert chosen(stepper, 1) == decode(llama, PROMPT, sample.replace(max_new_tokens=6),
+                                        forced={5: other}).best.token_ids
+
+
+def test_no_look_ahead_off_the_newest_step_at_the_end_or_for_a_recorded_trace(stepper, llama):
+    stepper.go(3)
+    stepper.back()
+    assert stepper.look_ahead() is False                          # the cursor is not on the newest step
+    stepper.go(9)
+    assert stepper.finished() and stepper.look_ahead() is False   # the run has ended
+    viewer = Stepper.viewing(decode(llama, PROMPT, GREEDY.replace(max_new_tokens=3)))
+    assert viewer.look_ahead() is False
+
+
+def test_a_shorter_run_set_after_looking_ahead_still_ends_at_its_length(stepper):
+    """The copy was decoded under the old length; the decode kept under the new one (its steps cannot change)
+    must end where the new length says, not where the copy's settings would."""
+    stepper.go(2)
+    assert stepper.look_ahead()
+    stepper.reconfigure(GREEDY.replace(max_new_tokens=4))
+    assert [stepper.next() for _ in range(3)] == [True, False, False]
+    assert len(stepper.steps()) == 4 and stepper.finished()
