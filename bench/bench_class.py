@@ -15,7 +15,9 @@ decode (Next disabled) it presses Reset. A student waits for its run to end befo
 (a student reads the step first), so a slow server also slows the clicks: the clicks per second
 printed say how much the class asked of it.
 
-Per click: seconds from sending the BackMsg to the script_finished that ends the run it started.
+Per click: seconds from sending the BackMsg to the script_finished that ends the run it started; for Next also
+to the delta that brings Step by step's chart (`next_chart`): the page decodes the next step after sending
+everything (Stepper.look_ahead), so a run's end comes a forward pass after what the reader waits for.
 Printed: p50/p95 per action for one student alone and for N students, their ratio (the target:
 p95 Next with N students <= 3 x alone), clicks per second, exceptions shown in the deltas, error
 lines, disconnects, the server's CPU seconds per click and cores busy, and its peak RSS (at
@@ -47,6 +49,8 @@ from streamlit.runtime.state.common import is_keyed_element_id, user_key_from_el
 PROMPT = "Once upon a time, in a small village by the sea,"
 NEW_TOKENS = 64
 CLICK_EVERY_S = 2.0
+CHART_KEY = "sbs_chart"           # Step by step's chart element
+NEXT_CHART = "next_chart"         # a Next timed to its chart's arrival, beside the same Next timed to its run's end
 ACTION_TIMEOUT_S = 600          # one run that has not ended by then counts as an error
 DONE = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
         ForwardMsg.FINISHED_WITH_COMPILE_ERROR}
@@ -74,6 +78,7 @@ class Screen:
     widgets: dict = field(default_factory=dict)      # user key -> Widget
     exceptions: list = field(default_factory=list)
     error_lines: list = field(default_factory=list)
+    chart_seen: bool = False      # Step by step's chart arrived in the run now going on
 
 
 def read_forward(msg: ForwardMsg, screen: Screen):
@@ -91,6 +96,8 @@ def read_forward(msg: ForwardMsg, screen: Screen):
     elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
         element = msg.delta.new_element
         what = element.WhichOneof("type")
+        if what == "bidi_component" and is_keyed_element_id(element.bidi_component.id):
+            screen.chart_seen |= user_key_from_element_id(element.bidi_component.id) == CHART_KEY
         if what == "exception":
             screen.exceptions.append(f"{element.exception.type}: {element.exception.message}")
         elif what == "alert" and element.alert.format == element.alert.ERROR:
@@ -167,16 +174,21 @@ class Student:
     strategy: int = 0
 
 
-async def run_once(ws, back: BackMsg, screen: Screen) -> float:
+async def run_once(ws, back: BackMsg, screen: Screen) -> tuple:
     """Send one BackMsg; seconds until the run it started has finished (a run that hands over to a rerun
-    it asked for, st.rerun, is not the end)."""
-    started = time.perf_counter()
+    it asked for, st.rerun, is not the end), and until Step by step's chart arrived in it (None if it did not:
+    what a reader waits for, now that the page decodes the next step after sending the chart)."""
+    started, chart = time.perf_counter(), None
+    screen.chart_seen = False
     await ws.send(back.SerializeToString())
     while True:
         msg = ForwardMsg()
         msg.ParseFromString(await ws.recv())
-        if read_forward(msg, screen) in DONE:
-            return time.perf_counter() - started
+        done = read_forward(msg, screen) in DONE
+        if chart is None and screen.chart_seen:
+            chart = time.perf_counter() - started
+        if done:
+            return time.perf_counter() - started, chart
 
 
 def next_action(s: Student) -> str:
@@ -221,10 +233,10 @@ async def student(s: Student, ws_url: str, query: str, until: float) -> None:
     try:
         async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None,
                                       ping_interval=None) as ws:
-            s.opened_s = await asyncio.wait_for(run_once(ws, rerun_msg(s.screen, page="step_by_step"), s.screen),
+            s.opened_s, _ = await asyncio.wait_for(run_once(ws, rerun_msg(s.screen, page="step_by_step"), s.screen),
                                                 ACTION_TIMEOUT_S)
             if s.served:                   # no request leaves before the student presses Connect
-                seconds = await asyncio.wait_for(run_once(ws, click(s.screen, "served_connect"), s.screen),
+                seconds, _ = await asyncio.wait_for(run_once(ws, click(s.screen, "served_connect"), s.screen),
                                                  ACTION_TIMEOUT_S)
                 s.clicks.append(("connect", seconds))
             await asyncio.sleep(s.rng.uniform(0, CLICK_EVERY_S))       # the class does not click in step
@@ -232,11 +244,14 @@ async def student(s: Student, ws_url: str, query: str, until: float) -> None:
                 started = time.monotonic()
                 action = next_action(s)
                 try:
-                    seconds = await asyncio.wait_for(run_once(ws, message_for(s, action), s.screen), ACTION_TIMEOUT_S)
+                    seconds, chart = await asyncio.wait_for(run_once(ws, message_for(s, action), s.screen),
+                                                            ACTION_TIMEOUT_S)
                 except TimeoutError:
                     s.screen.exceptions.append(f"{action}: no end of run within {ACTION_TIMEOUT_S} s")
                     return
                 s.clicks.append((action, seconds))
+                if action == "next" and chart is not None:
+                    s.clicks.append((NEXT_CHART, chart))
                 await asyncio.sleep(max(0.0, started + CLICK_EVERY_S - time.monotonic()))
     except (OSError, websockets.ConnectionClosed) as exc:
         s.disconnects.append(f"{type(exc).__name__}: {exc}")
@@ -339,14 +354,21 @@ def ratio(alone: dict, group: dict, q: float, action: str = "next") -> float | N
 
 
 def print_ratios(alone: dict, classes: list) -> None:
-    print(f"\nNext, a class against one student alone (p50 alone {percentile(alone['by_action']['next'], 0.5):.3f} s, "
-          f"p95 alone {percentile(alone['by_action']['next'], 0.95):.3f} s; target: p95 <= 3x)")
+    for action in ("next", NEXT_CHART):
+        if action in alone["by_action"]:
+            print_ratio(alone, classes, action)
+
+
+def print_ratio(alone: dict, classes: list, action: str) -> None:
+    what = "Next, to the run's end" if action == "next" else "Next, to the chart's arrival"
+    print(f"\n{what}, a class against one student alone (p50 alone {percentile(alone['by_action'][action], 0.5):.3f} "
+          f"s, p95 alone {percentile(alone['by_action'][action], 0.95):.3f} s; target: p95 <= 3x)")
     for group in classes:
-        r50, r95 = ratio(alone, group, 0.5), ratio(alone, group, 0.95)
+        r50, r95 = ratio(alone, group, 0.5, action), ratio(alone, group, 0.95, action)
         if r95 is None:
             print(f"  {group['students']:3d} students: no Next measured")
             continue
-        times = group["by_action"]["next"]
+        times = group["by_action"][action]
         print(f"  {group['students']:3d} students: p50 {percentile(times, 0.5):6.3f} s = {r50:5.1f}x   "
               f"p95 {percentile(times, 0.95):6.3f} s = {r95:5.1f}x  {'reached' if r95 <= 3 else 'NOT reached'}"
               f"   [{group['load']}]")
