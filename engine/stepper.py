@@ -93,13 +93,20 @@ class Branch:
     ahead: Decoder | None = field(default=None, repr=False)
     ahead_of: tuple = field(default=(None, -1), repr=False)   # (runner, its length) when the copy was made
 
-    def take_ahead(self) -> bool:
-        """Make the looked-ahead copy the branch's decode, when it was made from the decode as it is now."""
+    def ahead_fits(self) -> bool:
+        """Whether the looked-ahead copy was made from the branch's decode as it is now."""
         run, length = self.ahead_of
-        usable = self.ahead is not None and run is self.runner and length == len(self.runner.steps)
+        return self.ahead is not None and run is self.runner and length == len(self.runner.steps)
+
+    def drop_ahead(self) -> None:
+        self.ahead, self.ahead_of = None, (None, -1)
+
+    def take_ahead(self) -> bool:
+        """Make the looked-ahead copy the branch's decode, when it fits; the copy is gone either way."""
+        usable = self.ahead_fits()
         if usable:
             self.runner = self.ahead
-        self.ahead, self.ahead_of = None, (None, -1)
+        self.drop_ahead()
         return usable
 
     @property
@@ -202,17 +209,18 @@ class Stepper:
         """Decode the step after the newest one on a copy of the active branch, for the next Next to take.
         Only for a live decode with the cursor on its newest step, not ended, that can be copied; the copies of
         other branches are dropped (one extra KV cache per session at most). Whether a step is ready."""
-        if self.recorded is None and self.config.strategy != "beam":
-            branch, run = self.branches[self.active], self.runner()
-            if branch.ahead is not None and branch.ahead_of[0] is run and branch.ahead_of[1] == len(run.steps):
+        if self.recorded is not None:
+            return False
+        branch, run = self.branches[self.active], self.runner()
+        if branch.ahead_fits():
+            return True
+        if isinstance(run, Decoder) and not run.finished and self.cursor + 1 == len(run.steps):
+            ahead = run.copy()
+            if ahead is not None and ahead.step() is not None:
+                for other in self.branches:
+                    other.drop_ahead()
+                branch.ahead, branch.ahead_of = ahead, (run, len(run.steps))
                 return True
-            if isinstance(run, Decoder) and not run.finished and self.cursor + 1 == len(run.steps):
-                ahead = run.copy()
-                if ahead is not None and ahead.step() is not None:
-                    for other in self.branches:
-                        other.ahead, other.ahead_of = None, (None, -1)
-                    branch.ahead, branch.ahead_of = ahead, (run, len(run.steps))
-                    return True
         return False
 
     @_locked
@@ -239,7 +247,7 @@ class Stepper:
             return
         self.config = config
         for branch in self.branches:      # a copy decoded ahead under the old settings
-            branch.ahead, branch.ahead_of = None, (None, -1)
+            branch.drop_ahead()
         if config.strategy == "beam":
             self.branches = [Branch(forced={})]
             self.active = 0
