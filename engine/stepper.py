@@ -17,7 +17,8 @@ decoded steps: an empty text with Back enabled).
 After a step is drawn, the page asks for the step after it on a copy of the decode (`look_ahead`), so the
 next Next takes that copy and only moves the cursor: the forward pass happened while the reader was reading.
 The copy is the decode's own state (KV cache and generator), so the step is the one Next would have decoded;
-any other change (new settings, a reset, a step taken another way) leaves it unused.
+any other change (new settings, a reset, a step taken another way) leaves it unused. `upcoming` names the
+step the next Next will show when it is ready, so that the page can hand the browser its figure beforehand.
 
 Every session that opens the same prompt under the same settings starts on the same first
 step, so the first step is decoded once per server: later openings start from a copy of it
@@ -222,6 +223,19 @@ class Stepper:
                 branch.ahead, branch.ahead_of = ahead, (run, len(run.steps))
                 return True
         return False
+
+    @_locked
+    def upcoming(self):
+        """The Step that Next would show, when showing it needs no forward pass: the next step already decoded,
+        or the looked-ahead copy's. None at the end, or where Next would decode. The page sends its figure to the
+        browser ahead of time, to draw the moment Next is pressed."""
+        steps = self.steps()
+        if self.cursor + 1 < len(steps):
+            return steps[self.cursor + 1]
+        branch = self.branches[self.active] if self.recorded is None else None
+        if branch is not None and branch.ahead_fits() and len(branch.ahead.steps) > len(steps):
+            return branch.ahead.steps[len(steps)]
+        return None
 
     @_locked
     def back(self) -> None:

@@ -375,3 +375,42 @@ def test_a_shorter_run_set_after_looking_ahead_still_ends_at_its_length(stepper)
     stepper.reconfigure(GREEDY.replace(max_new_tokens=4))
     assert [stepper.next() for _ in range(3)] == [True, False, False]
     assert len(stepper.steps()) == 4 and stepper.finished()
+
+
+# ---- the step Next will show, known before the press (the page sends its figure ahead) -----------------------
+@pytest.mark.parametrize("config", [GREEDY, DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.9, seed=4)])
+def test_upcoming_is_the_step_next_then_shows_and_needs_no_forward_pass(llama, config):
+    s = Stepper(llama, PROMPT, config)
+    assert s.upcoming() is None                        # on the newest step, nothing looked ahead: Next decodes
+    count = ForwardCount(llama.model)
+    try:
+        for _ in range(9):
+            s.look_ahead()
+            before = count.calls
+            up = s.upcoming()
+            assert up is not None and count.calls == before
+            assert s.next() and s.current is up and count.calls == before
+    finally:
+        count.close()
+    assert s.finished() and s.upcoming() is None and s.look_ahead() is False       # the run has ended
+    fresh = decode(llama, PROMPT, config)
+    assert chosen(s) == fresh.best.token_ids
+    s.go(3)                                            # off the newest step: the next step already read
+    assert s.upcoming() is s.steps()[4]
+    assert [c.prob for c in s.upcoming().candidates] == pytest.approx([c.prob for c in fresh.steps[4].candidates])
+
+
+def test_no_upcoming_from_a_look_ahead_made_before_new_settings(stepper):
+    stepper.go(2)
+    stepper.look_ahead()
+    assert stepper.upcoming() is not None
+    stepper.reconfigure(DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.8, seed=3))
+    assert stepper.upcoming() is None
+
+
+def test_upcoming_of_a_recorded_trace_is_its_next_step(llama):
+    trace = decode(llama, PROMPT, GREEDY.replace(max_new_tokens=3))
+    viewer = Stepper.viewing(trace)
+    assert viewer.upcoming() is trace.steps[1]
+    viewer.go(2)
+    assert viewer.upcoming() is None
