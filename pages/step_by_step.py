@@ -13,7 +13,7 @@ from ui.export import export_bar
 from ui.i18n import t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
-from ui.present import main_chart, shortcut
+from ui.present import main_chart, shortcut, upcoming_chart
 from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, sync_url
@@ -176,11 +176,9 @@ def _controls(playing: bool) -> None:
         cols[4].caption(t("step.slider_one"))
 
 
-def _step_chart(step, forced_here):
-    """The candidates of this step beside its numbers; returns the figure (for export) and the chart's click."""
-    config = stepper.config
-    chart_col, facts_col = st.columns([3, 1])
-    fig = candidates_figure(step, config, texts={
+def _figure(step):
+    """The candidates chart of a step, with its served badge on a served decode."""
+    fig = candidates_figure(step, stepper.config, texts={
         "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
         "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
         "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
@@ -188,8 +186,16 @@ def _step_chart(step, forced_here):
         "title_chosen": t("step.fig_title_chosen"), "other": t("served.fig_other"),
         "other_hover": t("served.fig_other_hover")},
         other=other_mass(step) if served_facts(recorded) else None)
+    with_badge(fig, served_badge(recorded, step))
+    return fig
+
+
+def _step_chart(step, forced_here):
+    """The candidates of this step beside its numbers; returns the figure (for export) and the chart's click."""
+    config = stepper.config
+    chart_col, facts_col = st.columns([3, 1])
+    fig = _figure(step)
     with chart_col:
-        with_badge(fig, served_badge(recorded, step))
         event = main_chart(fig, "sbs_chart", on_select="rerun")
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
@@ -315,11 +321,14 @@ def stepper_panel():
     else:
         _panels(trace, fig)
     _look_ahead()
+    upcoming = None if playing else stepper.upcoming()
+    upcoming_chart(_figure(upcoming) if upcoming is not None else None, "sbs_chart", on=".st-key-sbs_next button")
 
 
 def _look_ahead() -> None:
     """With everything drawn, decode the next step on a copy while the reader reads: the next Next (or Play's
-    next tick) then only moves the cursor. A failure here is left for that Next to report."""
+    next tick) then only moves the cursor, and the browser, sent the next step's chart now, draws it the moment
+    Next is pressed. A failure here is left for that Next to report."""
     try:
         stepper.look_ahead()
     except DecodeScopeError:

@@ -100,6 +100,57 @@ const plotly = () => {
   return window.__dsPlotly;
 };
 
+// the figure's layout as this element draws it: as wide as the column, as tall as asked (or as the stage), and in
+// the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its palette, no
+// background of its own, margins that grow to fit the axes' labels (figures with narrow margins count on it);
+// a figure's explicit settings win. Tick labels are drawn whole, not measured one by one to hide those past
+// the plot's edge (Plotly's default for value axes: a layout read per label, a sixth of a redraw).
+const layoutOf = (gd, parentElement, spec) => {
+  const layout = spec.layout || {};
+  layout.height = gd.__dsHeight();
+  gd.style.height = layout.height + "px";
+  layout.width = gd.clientWidth || undefined;
+  const page = getComputedStyle(parentElement);
+  const axis = { gridcolor: GRID, zeroline: false, automargin: true, ticklabeloverflow: "allow" };
+  layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", xaxis: axis, yaxis: axis } };
+  return layout;
+};
+
+// draw a figure (Plotly's JSON text) with Plotly.react on this element's plot; `id` names what is drawn
+const draw = (gd, parentElement, figure, id) => {
+  const spec = JSON.parse(figure);
+  const layout = layoutOf(gd, parentElement, spec);
+  const config = Object.assign({ displaylogo: false }, spec.config || {});
+  gd.__dsSpec = spec;                               // the figure this element was last given
+  gd.__dsDrawn = id;
+  gd.__dsDrawing = plotly().then((Plotly) => {
+    if (gd.__dsSpec !== spec) return false;         // a newer figure arrived while Plotly loaded
+    Plotly.react(gd, spec.data || [], layout, config);
+    return true;
+  });
+  return gd.__dsDrawing;
+};
+
+// once per plot, after its first drawing: clicks on points, and following the column's (or the stage's) size
+const bind = (gd) => {
+  gd.__dsBound = true;
+  gd.on("plotly_click", (event) => {
+    if (!gd.__dsSelect) return;
+    gd.__dsTrigger("select", { points: event.points.map((p) => ({
+      x: p.x, y: p.y, customdata: p.customdata === undefined ? null : p.customdata,
+      curve_number: p.curveNumber, point_index: p.pointIndex })) });
+  });
+  const follow = () => {
+    const width = gd.clientWidth, height = gd.__dsHeight();
+    if (!gd.layout || !width || (width === gd.layout.width && height === gd.layout.height)) return;
+    gd.style.height = height + "px";
+    window.Plotly.relayout(gd, { width, height });
+  };
+  gd.__dsWatch = new ResizeObserver(follow);
+  gd.__dsWatch.observe(gd);
+};
+
 export default function ({ parentElement, data, setTriggerValue }) {
   const gd = parentElement.querySelector(".ds-plot");
   gd.__dsTrigger = setTriggerValue;                 // the latest, for the click handler bound once
@@ -107,41 +158,13 @@ export default function ({ parentElement, data, setTriggerValue }) {
   // in presentation mode's stage the plot is as tall as the box the browser fitted to the window
   const stage = data.stretch ? parentElement.closest('[class*="st-key-stage_fit_"]') : null;
   gd.__dsHeight = () => (stage ? Math.max(stage.clientHeight, MIN_HEIGHT) : data.height);
-  const spec = JSON.parse(data.figure);
-  const layout = spec.layout || {};
-  layout.height = gd.__dsHeight();
-  gd.style.height = layout.height + "px";
-  layout.width = gd.clientWidth || undefined;       // as wide as the column
-  // the page's look, as Streamlit's own chart theme gives its charts: its font and text colour, its
-  // palette, no background of its own, margins that grow to fit the axes' labels (figures with narrow
-  // margins count on it); a figure's explicit settings win
-  const page = getComputedStyle(parentElement);
-  const axis = { gridcolor: GRID, zeroline: false, automargin: true };
-  layout.template = { layout: { font: { family: page.fontFamily, color: page.color }, colorway: PALETTE,
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", xaxis: axis, yaxis: axis } };
-  const config = Object.assign({ displaylogo: false }, spec.config || {});
-  gd.__dsSpec = spec;                               // the figure this element was last given
-  plotly().then((Plotly) => {
-    if (gd.__dsSpec !== spec) return;               // a newer figure arrived while Plotly loaded
-    Plotly.react(gd, spec.data || [], layout, config);
-    if (!gd.__dsBound) {
-      gd.__dsBound = true;
-      gd.on("plotly_click", (event) => {
-        if (!gd.__dsSelect) return;
-        gd.__dsTrigger("select", { points: event.points.map((p) => ({
-          x: p.x, y: p.y, customdata: p.customdata === undefined ? null : p.customdata,
-          curve_number: p.curveNumber, point_index: p.pointIndex })) });
-      });
-      // the column or the stage changed size (the window, the sidebar): the plot follows
-      const follow = () => {
-        const width = gd.clientWidth, height = gd.__dsHeight();
-        if (!gd.layout || !width || (width === gd.layout.width && height === gd.layout.height)) return;
-        gd.style.height = height + "px";
-        Plotly.relayout(gd, { width, height });
-      };
-      gd.__dsWatch = new ResizeObserver(follow);
-      gd.__dsWatch.observe(gd);
-    }
+  // a figure sent ahead for a button (show_upcoming below), drawn when that button is pressed
+  gd.__dsShow = (next) => { if (gd.__dsDrawn === next.after) draw(gd, parentElement, next.figure, next.id); };
+  // a figure already on the plot (drawn ahead, when its button was pressed) is not drawn again
+  const drawn = data.id === gd.__dsDrawn ? gd.__dsDrawing : draw(gd, parentElement, data.figure, data.id);
+  drawn.then((done) => {
+    if (!done) return;
+    if (!gd.__dsBound) bind(gd);
     if (stage && gd.__dsStage !== stage) { gd.__dsStage = stage; gd.__dsWatch.observe(stage); }
   });
 }
@@ -164,6 +187,14 @@ def figure_json(fig) -> str:
     return to_json_plotly(spec)
 
 
+def drawing(fig, stretch: bool) -> dict:
+    """What the element needs to draw `fig`: its JSON, its height, whether it fills its box, and an id that
+    names all three (a figure drawn already, under that id, is not drawn again)."""
+    figure, height = figure_json(fig), fig.layout.height or DEFAULT_HEIGHT
+    named = hashlib.sha256(f"{height}|{stretch}|{figure}".encode()).hexdigest()[:16]
+    return {"figure": figure, "height": height, "stretch": stretch, "id": named}
+
+
 def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False):
     """Draw `fig` in the chart element `key` (in `where`, a container, else here), kept across reruns.
 
@@ -171,10 +202,55 @@ def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False
     {"selection": {"points": [...]}} for that run (each point: x, y, customdata, curve_number,
     point_index), else None. `stretch`: fill the box it is in (presentation mode's stage)."""
     publish_plotly()
-    height = fig.layout.height or DEFAULT_HEIGHT
-    data = {"figure": figure_json(fig), "height": height, "stretch": stretch, "select": on_select == "rerun"}
+    data = drawing(fig, stretch) | {"select": on_select == "rerun"}
+    st.session_state.setdefault(_SENT, {})[key] = data["id"]      # what show_upcoming's figure follows
     with where if where is not None else nullcontext():
         result = _chart(key=key, data=data, height="stretch" if stretch else "content",
                         on_select_change=(lambda: None) if on_select == "rerun" else None)
     picked = getattr(result, "select", None) if result is not None else None
     return {"selection": {"points": picked.get("points", [])}} if picked else None
+
+
+# ---- a figure sent ahead ----------------------------------------------------------------------------------
+# The figure a button will bring (Step by step's Next: the step after the one on screen, decoded already) is
+# sent before the press; the press draws it at once, and the run the press starts then brings the rest of the
+# page and finds the figure drawn. It is drawn only while the chart shows the figure it was sent after (the
+# chart's id), so a figure left from an earlier run, or from before new settings, is never drawn.
+_SENT = "_ds_chart_sent"                 # session state: chart key -> the id of the figure sent in this session
+_UPCOMING_CSS = """
+[data-testid="stElementContainer"]:has(.ds-upcoming) {
+  display: none;
+}
+"""
+_UPCOMING_JS = """
+export default function ({ data }) {
+  const sent = (window.__dsUpcoming = window.__dsUpcoming || {});
+  sent[data.chart] = data;
+  if (!window.__dsUpcomingBound) {
+    window.__dsUpcomingBound = true;
+    // the capture phase: before the button's own handler; the drawing waits for that handler to send the press
+    document.addEventListener("click", (event) => {
+      for (const next of Object.values(window.__dsUpcoming)) {
+        const button = next.figure && event.target.closest ? event.target.closest(next.on) : null;
+        if (!button || button.disabled) continue;
+        const gd = document.querySelector(".st-key-" + next.chart + " .ds-plot");
+        if (gd && gd.__dsShow) setTimeout(() => gd.__dsShow(next), 0);
+      }
+    }, true);
+  }
+  return () => { if (sent[data.chart] === data) delete sent[data.chart]; };
+}
+"""
+UPCOMING_NAME = "decodescope_upcoming"
+_upcoming = st.components.v2.component(UPCOMING_NAME, html='<div class="ds-upcoming"></div>',
+                                       css=_UPCOMING_CSS, js=_UPCOMING_JS, isolate_styles=False)
+
+
+def show_upcoming(fig, key: str, on: str, stretch: bool = False) -> None:
+    """After the chart `key` in this run: the figure a press on the button `on` (a CSS selector) will show,
+    or None when the press brings none known yet. Sent at every run that draws the chart, so that what the
+    browser holds is always this run's (an invisible element)."""
+    data = {"chart": key, "on": on, "after": st.session_state.get(_SENT, {}).get(key), "figure": None}
+    if fig is not None:
+        data |= drawing(fig, stretch)
+    _upcoming(key=f"{key}_upcoming", data=data)

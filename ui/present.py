@@ -11,7 +11,7 @@ import re
 
 import streamlit as st
 
-from ui.chart import show_figure
+from ui.chart import show_figure, show_upcoming
 from ui.i18n import t
 from ui.settings import sync_url, url_value
 
@@ -156,6 +156,12 @@ def main_chart(fig, key: str, where=None, on_select=None):
         return show_figure(fig, key, where=where, on_select=on_select)
     box = (where if where is not None else st).container(key=f"stage_fit_{key}", height=STAGE_HEIGHT, border=False)
     return show_figure(fig, key, where=box, on_select=on_select, stretch=True)
+
+
+def upcoming_chart(fig, key: str, on: str) -> None:
+    """Send ahead the main figure that a press on the button `on` will show (None: none known yet), sized as
+    main_chart sizes it; the press draws it at once (ui.chart.show_upcoming)."""
+    show_upcoming(sized(fig, main=True) if fig is not None else None, key, on, stretch=presenting())
 
 
 def sidebar_state() -> str:

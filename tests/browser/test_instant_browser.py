@@ -1,6 +1,7 @@
 """Step by step in Chromium: Next reruns only the stepper's fragment (AppTest runs whole pages, so only a
 browser shows this path): the chart shows the new step, the text grows by one token per Next, and the
-sidebar's prompt box is left as it was."""
+sidebar's prompt box is left as it was. And the press draws the next step's chart, sent ahead, before the
+server answers it (the server's messages held back here): the rest of the step follows with that answer."""
 from __future__ import annotations
 
 import re
@@ -25,4 +26,51 @@ def test_next_in_the_fragment_shows_each_new_step(page, server):
         assert prompt_box.evaluate("el => el.isConnected && el.value") == PROMPT
 
     titles = page.locator("span[title^='step ']").evaluate_all("els => els.map(e => e.title)")
+    assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3]
+
+
+def hold_back_the_server(page) -> dict:
+    """Route the page's websocket through here; while held["on"], what the server sends waits in held["queue"]
+    until release(held)."""
+    held = {"on": False, "queue": [], "route": None}
+
+    def route(ws):
+        to_server = ws.connect_to_server()
+        held["route"] = ws
+        to_server.on_message(lambda message: held["queue"].append(message) if held["on"] else ws.send(message))
+        ws.on_message(lambda message: to_server.send(message))
+
+    page.route_web_socket(re.compile(r".*/_stcore/stream"), route)
+    return held
+
+
+def release(held) -> None:
+    held["on"] = False
+    while held["queue"]:
+        held["route"].send(held["queue"].pop(0))
+
+
+def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, server):
+    held = hold_back_the_server(page)
+    open_page(page, server, "step_by_step", f"prompt={PROMPT.replace(' ', '+')}&max_new_tokens=6&tour=0")
+    page.locator(TITLE).first.wait_for()
+    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart?.figure")     # step 2's chart, sent ahead
+    tokens = page.locator("span[title^='step ']")
+    assert tokens.count() == 1
+
+    held["on"] = True
+    page.locator(".st-key-sbs_next button").first.click()
+    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 2:')")
+    assert tokens.count() == 1                             # drawn ahead: the step's run has not reached the page
+    # a second press before the answer: nothing is drawn ahead of step 2 (what was sent followed step 1)
+    page.locator(".st-key-sbs_next button").first.click()
+    page.wait_for_timeout(500)
+    assert page.locator(TITLE).first.text_content().startswith("Step 2:") and tokens.count() == 1
+
+    release(held)
+    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 3")
+    act(page, lambda: None)
+    assert_no_exception(page, server)
+    assert page.locator(TITLE).first.text_content().startswith("Step 3:")
+    titles = tokens.evaluate_all("els => els.map(e => e.title)")
     assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3]

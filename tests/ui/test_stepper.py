@@ -378,7 +378,10 @@ def test_a_shorter_run_set_after_looking_ahead_still_ends_at_its_length(stepper)
 
 
 # ---- the step Next will show, known before the press (the page sends its figure ahead) -----------------------
-@pytest.mark.parametrize("config", [GREEDY, DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.9, seed=4)])
+SAMPLE = DecodeConfig(strategy="sample", max_new_tokens=10, temperature=0.9, seed=4)
+
+
+@pytest.mark.parametrize("config", [GREEDY, SAMPLE])
 def test_upcoming_is_the_step_next_then_shows_and_needs_no_forward_pass(llama, config):
     s = Stepper(llama, PROMPT, config)
     assert s.upcoming() is None                        # on the newest step, nothing looked ahead: Next decodes
