@@ -40,7 +40,8 @@ def test_the_figure_sent_ahead_is_the_one_next_then_draws_until_the_end(tiny_lla
     at = open_page(folder, "step_by_step")
     for step in range(2, NEW + 1):
         chart, ahead = sent(at)
-        assert ahead["figure"] is not None and ahead["after"] == chart["id"] and ahead["on"] == ".st-key-sbs_next button"
+        assert ahead["figure"] is not None and ahead["after"] == chart["id"]
+        assert ahead["on"] == ".st-key-sbs_next button"
         assert title(ahead).startswith(f"Step {step}:")
         at.button(key="sbs_next").click().run()
         assert not at.exception, at.exception
