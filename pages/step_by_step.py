@@ -24,7 +24,7 @@ from ui.token_view import legend_html, token_html, tokens_of
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
-PLAY_STEP_SECONDS = 0.125          # Play's pace: eight steps a second, where the machine allows it
+PLAY_STEP_SECONDS = 0.1            # Play's pace: ten steps a second, where the machine and the browser keep up
 PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after each drawing; the server-side
                                    # sleep in _play_tick sets the pace, so a longer timer only adds to each tick
                                    # (4.6 -> 5.0 steps/s)

@@ -28,8 +28,8 @@ def app(page: str, *, params: dict | None = None, state: dict | None = None) -> 
 
 
 # ---- Play's tooltip ----------------------------------------------------------------------------
-@pytest.mark.parametrize("lang, pace", [("en", "0.125 s"), ("zh", "0.125 秒")])
-def test_plays_tooltip_names_an_eighth_of_a_second(tiny_llama_folder, lang, pace):
+@pytest.mark.parametrize("lang, pace", [("en", "0.1 s"), ("zh", "0.1 秒")])
+def test_plays_tooltip_names_a_tenth_of_a_second(tiny_llama_folder, lang, pace):
     _, folder = tiny_llama_folder
     at = app("step_by_step", params={"lang": lang}, state={"model": folder})
     tip = at.button(key="sbs_play").proto.help
