@@ -10,6 +10,8 @@ Each step (see `Runner` for the forward pass and the records):
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 
 from .beam import beam_score
@@ -192,13 +194,22 @@ class Decoder(Runner):
 
 
 def prefix_cache(past, rows: int):
-    """A copy of a transformers DynamicCache holding its first `rows` positions; None for any other
-    kind of cache (sliding windows, quantised or static caches cannot simply be cut)."""
-    from transformers.cache_utils import DynamicCache, DynamicLayer
+    """A copy of a transformers DynamicCache holding its first `rows` positions; None where none can be made.
 
-    if type(past) is not DynamicCache or not all(type(layer) is DynamicLayer for layer in past.layers):
+    A cache of full layers is cut to its first rows. One with sliding-window layers too (Gemma 3) is copied
+    whole, and only when it holds exactly `rows` positions (a copy at the decode's own point: a look-ahead, a
+    second opening of the same prompt): cutting it back would need rows its window may have let go.
+    Quantised, static and other caches: None."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+
+    if type(past) is not DynamicCache:
         return None
-    copy = DynamicCache()
-    for index, layer in enumerate(past.layers):
-        copy.update(layer.keys[..., :rows, :].clone(), layer.values[..., :rows, :].clone(), index)
-    return copy
+    kinds = {type(layer) for layer in past.layers}
+    if kinds <= {DynamicLayer}:
+        cut = DynamicCache()
+        for index, layer in enumerate(past.layers):
+            cut.update(layer.keys[..., :rows, :].clone(), layer.values[..., :rows, :].clone(), index)
+        return cut
+    if kinds <= {DynamicLayer, DynamicSlidingWindowLayer} and past.get_seq_length() == rows:
+        return copy.deepcopy(past)
+    return None

@@ -417,3 +417,28 @@ def test_upcoming_of_a_recorded_trace_is_its_next_step(llama):
     assert viewer.upcoming() is trace.steps[1]
     viewer.go(2)
     assert viewer.upcoming() is None
+
+
+@pytest.mark.parametrize("config", [GREEDY.replace(max_new_tokens=20), SAMPLE.replace(max_new_tokens=20)])
+def test_a_sliding_window_model_looks_ahead_too_past_its_window(config):
+    """Gemma 3 keeps most layers' keys in a sliding window (16 positions in this tiny one): the copy is of the
+    whole cache, and the decode, read through look-ahead copies past the window, equals a fresh one."""
+    from tiny_models import tiny_gemma3
+
+    lm = tiny_gemma3()
+    lm.eos_token_ids = ()
+    s = Stepper(lm, PROMPT, config)
+    count = ForwardCount(lm.model)
+    try:
+        while s.look_ahead():
+            before = count.calls
+            assert s.upcoming() is not None and s.next() and count.calls == before
+    finally:
+        count.close()
+    assert len(s.steps()) == 20 and s.finished() and len(s.runner().prompt_ids) + 20 > 16
+    fresh = decode(lm, PROMPT, config)
+    assert chosen(s) == fresh.best.token_ids
+    for mine, ref in zip(s.steps(), fresh.steps):
+        assert [c.prob for c in mine.candidates] == pytest.approx([c.prob for c in ref.candidates], abs=1e-5)
+    if config.strategy == "greedy":
+        assert chosen(s) == generate_greedy(lm, s.runner().prompt_ids, 20)
