@@ -3,7 +3,9 @@ in place with `Plotly.react`.
 
 `st.plotly_chart` identifies its element by the whole figure, so every new step of a walk-through unmounts
 the old chart and mounts a new one (Plotly's full setup and a forced layout, each time). This element is
-identified by its key alone, so stepping only diffs the figure into the plot already drawn.
+identified by its key alone, so stepping only diffs the figure into the plot already drawn. And a page that
+knows the figure a button will bring (Step by step's Next) sends it ahead (`show_upcoming`): the press draws
+it before the server has answered.
 
 Plotly itself is copied once into the app's `static/` folder (served by Streamlit's static file serving,
 compressed and revalidated by its ETag) and loaded once per browser tab, whichever charts use it: plotly.js's
