@@ -176,8 +176,9 @@ def _controls(playing: bool) -> None:
         cols[4].caption(t("step.slider_one"))
 
 
-def _figure(step):
-    """The candidates chart of a step, with its served badge on a served decode."""
+def _figure(step, ahead: bool = False):
+    """The candidates chart of a step, with its served badge on a served decode (above the chart too, unless
+    the figure is sent `ahead` of its step)."""
     fig = candidates_figure(step, stepper.config, texts={
         "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
         "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
@@ -186,7 +187,7 @@ def _figure(step):
         "title_chosen": t("step.fig_title_chosen"), "other": t("served.fig_other"),
         "other_hover": t("served.fig_other_hover")},
         other=other_mass(step) if served_facts(recorded) else None)
-    with_badge(fig, served_badge(recorded, step))
+    with_badge(fig, served_badge(recorded, step, shown=not ahead))
     return fig
 
 
@@ -194,8 +195,8 @@ def _step_chart(step, forced_here):
     """The candidates of this step beside its numbers; returns the figure (for export) and the chart's click."""
     config = stepper.config
     chart_col, facts_col = st.columns([3, 1])
-    fig = _figure(step)
     with chart_col:
+        fig = _figure(step)
         event = main_chart(fig, "sbs_chart", on_select="rerun")
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
@@ -322,7 +323,8 @@ def stepper_panel():
         _panels(trace, fig)
     _look_ahead()
     upcoming = None if playing else stepper.upcoming()
-    upcoming_chart(_figure(upcoming) if upcoming is not None else None, "sbs_chart", on=".st-key-sbs_next button")
+    upcoming_chart(_figure(upcoming, ahead=True) if upcoming is not None else None, "sbs_chart", on=".st-key-sbs_next button",
+                   action="next")
 
 
 def _look_ahead() -> None:

@@ -225,18 +225,30 @@ _UPCOMING_CSS = """
 }
 """
 _UPCOMING_JS = """
+const EDITABLE = ["INPUT", "TEXTAREA", "SELECT"];
+const show = (next) => {
+  const button = document.querySelector(next.on);
+  const gd = document.querySelector(".st-key-" + next.chart + " .ds-plot");
+  // after the button's own handler has sent the press (capture phase: this runs first)
+  if (button && !button.disabled && gd && gd.__dsShow) setTimeout(() => gd.__dsShow(next), 0);
+};
 export default function ({ data }) {
   const sent = (window.__dsUpcoming = window.__dsUpcoming || {});
   sent[data.chart] = data;
   if (!window.__dsUpcomingBound) {
     window.__dsUpcomingBound = true;
-    // the capture phase: before the button's own handler; the drawing waits for that handler to send the press
     document.addEventListener("click", (event) => {
       for (const next of Object.values(window.__dsUpcoming)) {
-        const button = next.figure && event.target.closest ? event.target.closest(next.on) : null;
-        if (!button || button.disabled) continue;
-        const gd = document.querySelector(".st-key-" + next.chart + " .ds-plot");
-        if (gd && gd.__dsShow) setTimeout(() => gd.__dsShow(next), 0);
+        if (next.figure && event.target.closest && event.target.closest(next.on)) show(next);
+      }
+    }, true);
+    // the button's keyboard shortcut, where Streamlit presses it: no modifier, and not typing in a field
+    document.addEventListener("keydown", (event) => {
+      if (event.ctrlKey || event.metaKey || event.altKey || event.shiftKey || event.repeat) return;
+      const path = event.composedPath ? event.composedPath() : [event.target];
+      if (path.some((el) => el && (EDITABLE.includes(el.tagName) || el.isContentEditable))) return;
+      for (const next of Object.values(window.__dsUpcoming)) {
+        if (next.figure && next.key === event.key) show(next);
       }
     }, true);
   }
@@ -248,11 +260,13 @@ _upcoming = st.components.v2.component(UPCOMING_NAME, html='<div class="ds-upcom
                                        css=_UPCOMING_CSS, js=_UPCOMING_JS, isolate_styles=False)
 
 
-def show_upcoming(fig, key: str, on: str, stretch: bool = False) -> None:
-    """After the chart `key` in this run: the figure a press on the button `on` (a CSS selector) will show,
-    or None when the press brings none known yet. Sent at every run that draws the chart, so that what the
-    browser holds is always this run's (an invisible element)."""
-    data = {"chart": key, "on": on, "after": st.session_state.get(_SENT, {}).get(key), "figure": None}
+def show_upcoming(fig, key: str, on: str, shortcut: str = "", stretch: bool = False) -> None:
+    """After the chart `key` in this run: the figure a press on the button `on` (a CSS selector), or on its
+    keyboard `shortcut` (a KeyboardEvent key: "ArrowRight"), will show; None when the press brings none known
+    yet. Sent at every run that draws the chart, so that what the browser holds is always this run's (an
+    invisible element)."""
+    data = {"chart": key, "on": on, "key": shortcut, "after": st.session_state.get(_SENT, {}).get(key),
+            "figure": None}
     if fig is not None:
         data |= drawing(fig, stretch)
     _upcoming(key=f"{key}_upcoming", data=data)

@@ -158,10 +158,16 @@ def main_chart(fig, key: str, where=None, on_select=None):
     return show_figure(fig, key, where=box, on_select=on_select, stretch=True)
 
 
-def upcoming_chart(fig, key: str, on: str) -> None:
-    """Send ahead the main figure that a press on the button `on` will show (None: none known yet), sized as
-    main_chart sizes it; the press draws it at once (ui.chart.show_upcoming)."""
-    show_upcoming(sized(fig, main=True) if fig is not None else None, key, on, stretch=presenting())
+# the browser's name (KeyboardEvent.key) of each stepping shortcut's key
+SHORTCUT_KEYS = {"Home": "Home", "Left": "ArrowLeft", "Right": "ArrowRight", "P": "p"}
+
+
+def upcoming_chart(fig, key: str, on: str, action: str) -> None:
+    """Send ahead the main figure that a press on the button `on`, or on the shortcut of `action` ('next'),
+    will show (None: none known yet), sized as main_chart sizes it; the press draws it at once
+    (ui.chart.show_upcoming)."""
+    show_upcoming(sized(fig, main=True) if fig is not None else None, key, on, shortcut=SHORTCUT_KEYS[shortcut(action)],
+                  stretch=presenting())
 
 
 def sidebar_state() -> str:

@@ -55,12 +55,13 @@ def number_phrases() -> dict:
     return {kind: t(f"served.numbers_{kind}") for kind in NUMBERS}
 
 
-def served_badge(trace, record, box=None, **extra) -> str | None:
-    """The badge of a figure drawn from a served trace, shown above it (literal text); None, and nothing
-    shown, for a local trace. `extra` fills a template's other places (the beam page's step)."""
+def served_badge(trace, record, box=None, shown: bool = True, **extra) -> str | None:
+    """The badge of a figure drawn from a served trace, shown above it (literal text; not shown for a figure
+    sent ahead of its step); None, and nothing shown, for a local trace. `extra` fills a template's other
+    places (the beam page's step)."""
     template = t("served.badge_beam") if "step" in extra else t("served.badge")
     text = badge_text(trace, record, template, number_phrases(), **extra)
-    if text is not None:
+    if text is not None and shown:
         (box or st).info(for_markdown(text), icon="📡")
     return text
 

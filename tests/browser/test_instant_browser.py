@@ -72,5 +72,21 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     act(page, lambda: None)
     assert_no_exception(page, server)
     assert page.locator(TITLE).first.text_content().startswith("Step 3:")
+
+    # Next's key (→) draws the step sent ahead as the click does; typed in the prompt box, it moves the caret
+    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart?.figure")
+    held["on"] = True
+    page.locator('[data-testid="stSidebar"] textarea').first.press("ArrowRight")
+    page.wait_for_timeout(500)
+    assert page.locator(TITLE).first.text_content().startswith("Step 3:")
+    page.locator(".st-key-sbs_next button").first.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 4:')")
+    assert tokens.count() == 3
+    release(held)
+    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 4")
+    act(page, lambda: None)
+    assert_no_exception(page, server)
+    assert page.locator(TITLE).first.text_content().startswith("Step 4:")
     titles = tokens.evaluate_all("els => els.map(e => e.title)")
-    assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3]
+    assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3, 4]

@@ -41,7 +41,7 @@ def test_the_figure_sent_ahead_is_the_one_next_then_draws_until_the_end(tiny_lla
     for step in range(2, NEW + 1):
         chart, ahead = sent(at)
         assert ahead["figure"] is not None and ahead["after"] == chart["id"]
-        assert ahead["on"] == ".st-key-sbs_next button"
+        assert (ahead["on"], ahead["key"]) == (".st-key-sbs_next button", "ArrowRight")     # Next, and its key
         assert title(ahead).startswith(f"Step {step}:")
         at.button(key="sbs_next").click().run()
         assert not at.exception, at.exception
