@@ -323,8 +323,8 @@ def stepper_panel():
         _panels(trace, fig)
     _look_ahead()
     upcoming = None if playing else stepper.upcoming()
-    upcoming_chart(_figure(upcoming, ahead=True) if upcoming is not None else None, "sbs_chart", on=".st-key-sbs_next button",
-                   action="next")
+    ahead = _figure(upcoming, ahead=True) if upcoming is not None else None
+    upcoming_chart(ahead, "sbs_chart", on=".st-key-sbs_next button", action="next")
 
 
 def _look_ahead() -> None:
