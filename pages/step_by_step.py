@@ -322,9 +322,16 @@ def stepper_panel():
     else:
         _panels(trace, fig)
     _look_ahead()
-    upcoming = None if playing else stepper.upcoming()
-    ahead = _figure(upcoming, ahead=True) if upcoming is not None else None
-    upcoming_chart(ahead, "sbs_chart", on=".st-key-sbs_next button", action="next")
+    _send_ahead(playing)
+
+
+def _send_ahead(playing: bool) -> None:
+    """The charts that Next and Back will show, sent now: the browser draws one the moment its button (or key) is
+    pressed, and the run the press starts brings the rest of the step. None while Play runs."""
+    for action, step in (("next", None if playing else stepper.upcoming()),
+                         ("back", None if playing or stepper.cursor == 0 else stepper.steps()[stepper.cursor - 1])):
+        ahead = _figure(step, ahead=True) if step is not None else None
+        upcoming_chart(ahead, "sbs_chart", on=f".st-key-sbs_{action} button", action=action)
 
 
 def _look_ahead() -> None:

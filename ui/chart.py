@@ -234,7 +234,7 @@ const show = (next) => {
 };
 export default function ({ data }) {
   const sent = (window.__dsUpcoming = window.__dsUpcoming || {});
-  sent[data.chart] = data;
+  sent[data.slot] = data;
   if (!window.__dsUpcomingBound) {
     window.__dsUpcomingBound = true;
     document.addEventListener("click", (event) => {
@@ -252,7 +252,7 @@ export default function ({ data }) {
       }
     }, true);
   }
-  return () => { if (sent[data.chart] === data) delete sent[data.chart]; };
+  return () => { if (sent[data.slot] === data) delete sent[data.slot]; };
 }
 """
 UPCOMING_NAME = "decodescope_upcoming"
@@ -260,13 +260,13 @@ _upcoming = st.components.v2.component(UPCOMING_NAME, html='<div class="ds-upcom
                                        css=_UPCOMING_CSS, js=_UPCOMING_JS, isolate_styles=False)
 
 
-def show_upcoming(fig, key: str, on: str, shortcut: str = "", stretch: bool = False) -> None:
+def show_upcoming(fig, key: str, on: str, shortcut: str = "", stretch: bool = False, slot: str = "next") -> None:
     """After the chart `key` in this run: the figure a press on the button `on` (a CSS selector), or on its
     keyboard `shortcut` (a KeyboardEvent key: "ArrowRight"), will show; None when the press brings none known
     yet. Sent at every run that draws the chart, so that what the browser holds is always this run's (an
-    invisible element)."""
-    data = {"chart": key, "on": on, "key": shortcut, "after": st.session_state.get(_SENT, {}).get(key),
-            "figure": None}
+    invisible element, one per `slot`: a chart may have a figure ahead for each of several buttons)."""
+    data = {"chart": key, "slot": f"{key}_{slot}", "on": on, "key": shortcut,
+            "after": st.session_state.get(_SENT, {}).get(key), "figure": None}
     if fig is not None:
         data |= drawing(fig, stretch)
-    _upcoming(key=f"{key}_upcoming", data=data)
+    _upcoming(key=data["slot"], data=data)

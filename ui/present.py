@@ -163,11 +163,11 @@ SHORTCUT_KEYS = {"Home": "Home", "Left": "ArrowLeft", "Right": "ArrowRight", "P"
 
 
 def upcoming_chart(fig, key: str, on: str, action: str) -> None:
-    """Send ahead the main figure that a press on the button `on`, or on the shortcut of `action` ('next'),
-    will show (None: none known yet), sized as main_chart sizes it; the press draws it at once
+    """Send ahead the main figure that a press on the button `on`, or on the shortcut of `action` ('next',
+    'back'), will show (None: none known yet), sized as main_chart sizes it; the press draws it at once
     (ui.chart.show_upcoming)."""
-    show_upcoming(sized(fig, main=True) if fig is not None else None, key, on, shortcut=SHORTCUT_KEYS[shortcut(action)],
-                  stretch=presenting())
+    show_upcoming(sized(fig, main=True) if fig is not None else None, key, on, stretch=presenting(),
+                  shortcut=SHORTCUT_KEYS[shortcut(action)], slot=action)
 
 
 def sidebar_state() -> str:

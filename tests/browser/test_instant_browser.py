@@ -1,7 +1,8 @@
 """Step by step in Chromium: Next reruns only the stepper's fragment (AppTest runs whole pages, so only a
 browser shows this path): the chart shows the new step, the text grows by one token per Next, and the
-sidebar's prompt box is left as it was. And the press draws the next step's chart, sent ahead, before the
-server answers it (the server's messages held back here): the rest of the step follows with that answer."""
+sidebar's prompt box is left as it was. And the press draws the next (or, for Back, the previous) step's
+chart, sent ahead, before the server answers it (the server's messages held back here): the rest of the step
+follows with that answer."""
 from __future__ import annotations
 
 import re
@@ -54,7 +55,7 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     held = hold_back_the_server(page)
     open_page(page, server, "step_by_step", f"prompt={PROMPT.replace(' ', '+')}&max_new_tokens=6&tour=0")
     page.locator(TITLE).first.wait_for()
-    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart?.figure")     # step 2's chart, sent ahead
+    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart_next?.figure")     # step 2's chart, sent ahead
     tokens = page.locator("span[title^='step ']")
     assert tokens.count() == 1
 
@@ -74,7 +75,7 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     assert page.locator(TITLE).first.text_content().startswith("Step 3:")
 
     # Next's key (→) draws the step sent ahead as the click does; typed in the prompt box, it moves the caret
-    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart?.figure")
+    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart_next?.figure")
     held["on"] = True
     page.locator('[data-testid="stSidebar"] textarea').first.press("ArrowRight")
     page.wait_for_timeout(500)
@@ -90,3 +91,15 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     assert page.locator(TITLE).first.text_content().startswith("Step 4:")
     titles = tokens.evaluate_all("els => els.map(e => e.title)")
     assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3, 4]
+
+    # Back: the step before, sent ahead too
+    page.wait_for_function("() => window.__dsUpcoming?.sbs_chart_back?.figure")
+    held["on"] = True
+    page.locator(".st-key-sbs_back button").first.click()
+    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 3:')")
+    assert tokens.count() == 4
+    release(held)
+    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 3")
+    act(page, lambda: None)
+    assert_no_exception(page, server)
+    assert page.locator(TITLE).first.text_content().startswith("Step 3:")

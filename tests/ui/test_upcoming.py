@@ -16,12 +16,20 @@ from app_helpers import NEW, PROMPT, open_page
 
 
 def sent(at) -> tuple:
-    """(the chart's data, the data sent ahead for it) of this run."""
+    """(the chart's data, the data sent ahead of it for Next) of this run."""
     found = {}
     for element in at.main:
         if getattr(element, "type", None) == "bidi_component" and is_keyed_element_id(element.proto.id):
             found[user_key_from_element_id(element.proto.id)] = json.loads(element.proto.json)
-    return found["sbs_chart"], found["sbs_chart_upcoming"]
+    return found["sbs_chart"], found["sbs_chart_next"]
+
+
+def sent_for_back(at) -> dict:
+    for element in at.main:
+        if getattr(element, "type", None) == "bidi_component" and is_keyed_element_id(element.proto.id):
+            if user_key_from_element_id(element.proto.id) == "sbs_chart_back":
+                return json.loads(element.proto.json)
+    raise AssertionError("no figure sent ahead for Back")
 
 
 def title(data) -> str:
@@ -76,4 +84,18 @@ def test_nothing_is_sent_ahead_while_play_runs(tiny_llama_folder):
     at = open_page(folder, "step_by_step")
     at.button(key="sbs_play").click().run()
     assert at.session_state["sbs_playing"]
-    assert sent(at)[1]["figure"] is None
+    assert sent(at)[1]["figure"] is None and sent_for_back(at)["figure"] is None
+
+
+def test_the_figure_sent_ahead_for_back_is_the_step_before_and_none_on_the_first(tiny_llama_folder):
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "step_by_step")
+    assert sent_for_back(at)["figure"] is None and at.button(key="sbs_back").disabled     # the first step
+    for _ in range(3):
+        at.button(key="sbs_next").click().run()
+    chart, back = sent(at)[0], sent_for_back(at)
+    assert (back["on"], back["key"], back["after"]) == (".st-key-sbs_back button", "ArrowLeft", chart["id"])
+    assert title(chart).startswith("Step 4:") and title(back).startswith("Step 3:")
+    at.button(key="sbs_back").click().run()
+    now = sent(at)[0]
+    assert (now["figure"], now["id"]) == (back["figure"], back["id"])
