@@ -13,6 +13,7 @@ The server starts as `make run` starts it (python -m ui.serve: the first model l
    Playwright's checks of the button first, printed beside), against one forward pass with the KV cache
    measured in this process on the same model (the step Next used to take), and their ratio; and to the whole
    step on screen (the text under the chart shows the step's token: the run that Next starts has drawn it);
+   then Back as many times less one, to the chart;
 2. open the address -> the first chart drawn, on a warm server (a new session each time; median of 5),
    and the very first open after the server started; each in a new browser profile (nothing cached), and
    again as a returning visitor (new tabs of one profile: Streamlit's scripts come from the browser's cache);
@@ -101,7 +102,7 @@ new MutationObserver(() => {
 def bench_next(browser, server, clicks: int) -> tuple:
     """Next -> the new step drawn, each click: (in the page, from the pointer going down to the chart's new
     title; to the text's new token; from the driver's click call to the chart, which adds Playwright's own
-    checks of the button before it presses)."""
+    checks of the button before it presses); then Back as many times, in the page to the chart: (..., back)."""
     ctx = new_context(browser, server)
     ctx.add_init_script(PRESS_AND_TITLE)
     page = ctx.new_page()
@@ -120,8 +121,17 @@ def bench_next(browser, server, clicks: int) -> tuple:
         press, title, text = page.evaluate("[window.__dsNext.press, window.__dsNext.title, window.__dsNext.textAt]")
         chart.append((title - press) / 1e3)
         whole.append((max(title, text) - press) / 1e3)
+    back = []
+    for _ in range(clicks - 1):
+        wait_idle(page)
+        shown = step_shown(page)
+        page.locator(".st-key-sbs_back button").first.click()
+        page.wait_for_function(f"""() => {{ const t = document.querySelector('{TITLE}');
+                                   return t && t.textContent.startsWith('Step {shown - 1}:'); }}""", polling="raf")
+        press, title = page.evaluate("[window.__dsNext.press, window.__dsNext.title]")
+        back.append((title - press) / 1e3)
     ctx.close()
-    return chart, whole, driven
+    return chart, whole, driven, back
 
 
 def bench_open(browser, server, rounds: int = 5) -> list:
@@ -232,7 +242,7 @@ def main() -> None:
         say(f"open -> first chart, warm server, returning visitor, median of {len(back)}: "
             f"{statistics.median(back):.2f} s (min {min(back):.2f}, max {max(back):.2f})")
 
-        nexts, wholes, driven = bench_next(browser, server, args.clicks)
+        nexts, wholes, driven, backs = bench_next(browser, server, args.clicks)
         med = statistics.median(nexts)
         say(f"Next -> new step's chart drawn (pointer down -> chart updated), median of {len(nexts)}: "
             f"{med * 1e3:.0f} ms (min {min(nexts) * 1e3:.0f}, max {max(nexts) * 1e3:.0f}) = {med / forward:.1f} x "
@@ -242,6 +252,8 @@ def main() -> None:
             f"(min {min(wholes) * 1e3:.0f}, max {max(wholes) * 1e3:.0f}) = {whole / forward:.1f} x one forward pass")
         say(f"  the same clicks timed from the driver's click call to the chart: "
             f"{statistics.median(driven) * 1e3:.0f} ms")
+        say(f"Back -> the step before's chart drawn, median of {len(backs)}: {statistics.median(backs) * 1e3:.0f} ms "
+            f"(min {min(backs) * 1e3:.0f}, max {max(backs) * 1e3:.0f})")
 
         if args.crowd > 0:
             bench_crowd(browser, server, args.crowd)
