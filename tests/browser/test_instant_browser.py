@@ -51,6 +51,20 @@ def release(held) -> None:
         held["route"].send(held["queue"].pop(0))
 
 
+def chart_shows(page, step: int) -> None:
+    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step {step}:')")
+
+
+def release_and_settle(page, server, held, tokens: int, step: int) -> None:
+    """Let the held answer through; once the text has `tokens` tokens and the run has ended, the chart is on
+    `step` and there is no exception."""
+    release(held)
+    page.wait_for_function(f"() => document.querySelectorAll(\"span[title^='step ']\").length === {tokens}")
+    act(page, lambda: None)
+    assert_no_exception(page, server)
+    assert page.locator(TITLE).first.text_content().startswith(f"Step {step}:")
+
+
 def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, server):
     held = hold_back_the_server(page)
     open_page(page, server, "step_by_step", f"prompt={PROMPT.replace(' ', '+')}&max_new_tokens=6&tour=0")
@@ -61,18 +75,14 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
 
     held["on"] = True
     page.locator(".st-key-sbs_next button").first.click()
-    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 2:')")
+    chart_shows(page, 2)
     assert tokens.count() == 1                             # drawn ahead: the step's run has not reached the page
     # a second press before the answer: nothing is drawn ahead of step 2 (what was sent followed step 1)
     page.locator(".st-key-sbs_next button").first.click()
     page.wait_for_timeout(500)
     assert page.locator(TITLE).first.text_content().startswith("Step 2:") and tokens.count() == 1
 
-    release(held)
-    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 3")
-    act(page, lambda: None)
-    assert_no_exception(page, server)
-    assert page.locator(TITLE).first.text_content().startswith("Step 3:")
+    release_and_settle(page, server, held, tokens=3, step=3)
 
     # Next's key (→) draws the step sent ahead as the click does; typed in the prompt box, it moves the caret
     page.wait_for_function("() => window.__dsUpcoming?.sbs_chart_next?.figure")
@@ -82,13 +92,9 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     assert page.locator(TITLE).first.text_content().startswith("Step 3:")
     page.locator(".st-key-sbs_next button").first.focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 4:')")
+    chart_shows(page, 4)
     assert tokens.count() == 3
-    release(held)
-    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 4")
-    act(page, lambda: None)
-    assert_no_exception(page, server)
-    assert page.locator(TITLE).first.text_content().startswith("Step 4:")
+    release_and_settle(page, server, held, tokens=4, step=4)
     titles = tokens.evaluate_all("els => els.map(e => e.title)")
     assert [int(re.match(r"step (\d+):", t).group(1)) for t in titles] == [1, 2, 3, 4]
 
@@ -96,10 +102,6 @@ def test_the_press_draws_the_chart_sent_ahead_before_the_server_answers(page, se
     page.wait_for_function("() => window.__dsUpcoming?.sbs_chart_back?.figure")
     held["on"] = True
     page.locator(".st-key-sbs_back button").first.click()
-    page.wait_for_function(f"() => document.querySelector('{TITLE}')?.textContent.startsWith('Step 3:')")
+    chart_shows(page, 3)
     assert tokens.count() == 4
-    release(held)
-    page.wait_for_function("() => document.querySelectorAll(\"span[title^='step ']\").length === 3")
-    act(page, lambda: None)
-    assert_no_exception(page, server)
-    assert page.locator(TITLE).first.text_content().startswith("Step 3:")
+    release_and_settle(page, server, held, tokens=3, step=3)
