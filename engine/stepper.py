@@ -19,6 +19,8 @@ next Next takes that copy and only moves the cursor: the forward pass happened w
 The copy is the decode's own state (KV cache and generator), so the step is the one Next would have decoded;
 any other change (new settings, a reset, a step taken another way) leaves it unused. `upcoming` names the
 step the next Next will show when it is ready, so that the page can hand the browser its figure beforehand.
+These passes, Next's own, a new branch's step and the first step's are urgent (engine.model.turns): on a
+model many sessions share, they go before the passes of long jobs (a replay under new settings, Compare's lanes).
 
 Every session that opens the same prompt under the same settings starts on the same first
 step, so the first step is decoded once per server: later openings start from a copy of it
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 from .config import DecodeConfig
 from .decoder import Decoder
-from .model import LoadedModel
+from .model import LoadedModel, urgent
 from .runner import Runner
 from .strategies import make_runner
 from .trace import Trace
@@ -141,7 +143,8 @@ class Stepper:
         """Stand on the first step: a copy of one another session decoded, or a fresh forward pass."""
         self.branches[0].runner = OPENINGS.start(self.lm, self.prompt, self.config)
         if self.branches[0].runner is None:
-            self.ensure(1)
+            with urgent():                # the reader waits for it
+                self.ensure(1)
             OPENINGS.keep(self.lm, self.prompt, self.config, self.branches[0].runner)
 
     @classmethod
@@ -201,7 +204,8 @@ class Stepper:
         if self.finished():
             return False
         if not self.branches[self.active].take_ahead():
-            self.runner().step()
+            with urgent():
+                self.runner().step()
         self.cursor = len(self.steps()) - 1
         return True
 
@@ -217,7 +221,9 @@ class Stepper:
             return True
         if isinstance(run, Decoder) and not run.finished and self.cursor + 1 == len(run.steps):
             ahead = run.copy()
-            if ahead is not None and ahead.step() is not None:
+            with urgent():            # the next Next waits for it
+                stepped = ahead is not None and ahead.step() is not None
+            if stepped:
                 for other in self.branches:
                     other.drop_ahead()
                 branch.ahead, branch.ahead_of = ahead, (run, len(run.steps))
@@ -298,7 +304,8 @@ class Stepper:
             runner = parent.fork(at, token_id) if isinstance(parent, Decoder) else None
             self.branches.append(Branch(forced=forced, runner=runner))
             self.active = len(self.branches) - 1
-        self.ensure(at + 1)
+        with urgent():                 # the branch's own step, which the reader waits for
+            self.ensure(at + 1)
         self.cursor = at
         return self.active
 

@@ -8,6 +8,8 @@ from typing import Callable
 
 import torch
 
+from .turns import take_turns
+
 Progress = Callable[[float, str], None]   # (fraction 0..1, what is happening)
 
 
@@ -106,8 +108,9 @@ class LoadedModel:
 
     @classmethod
     def from_parts(cls, model, tokenizer, name: str) -> "LoadedModel":
-        """Wrap an already-built model (tests build tiny random ones)."""
+        """Wrap an already-built model (tests build tiny random ones); its forward passes take turns."""
         model.eval()
+        take_turns(model)
         for p in model.parameters():
             p.requires_grad_(False)
         facts = model_facts(model, tokenizer, name)
