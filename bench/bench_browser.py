@@ -15,8 +15,10 @@ The server starts as `make run` starts it (python -m ui.serve: the first model l
    step on screen (the text under the chart shows the step's token: the run that Next starts has drawn it);
    then Back as many times less one, to the chart;
 2. open the address -> the first chart drawn, on a warm server (a new session each time; median of 5),
-   and the very first open after the server started; each in a new browser profile (nothing cached), and
-   again as a returning visitor (new tabs of one profile: Streamlit's scripts come from the browser's cache);
+   against a reference opened the same way on its own server in the same run (bench/reference_page.py:
+   Streamlit alone, a title and one st.plotly_chart bar chart), and the very first open after the server
+   started; each in a new browser profile (nothing cached), and again as a returning visitor (new tabs of
+   one profile: Streamlit's scripts come from the browser's cache);
 3. --crowd browser sessions open one shared Beam tree link at once: the last session's first chart,
    divided by one session alone opening an equal link (another prompt of the same length, so neither
    is answered from memory before it starts);
@@ -42,6 +44,7 @@ from tests.browser.browser_helpers import (CHROMIUM, CHROMIUM_ARGS, new_context,
                                            running_server, wait_idle)
 
 CHART = '[class*="st-key-{key}"] .js-plotly-plot'
+REFERENCE = Path(__file__).resolve().parent / "reference_page.py"
 TITLE = '[class*="st-key-sbs_chart"] .gtitle'
 
 
@@ -148,6 +151,23 @@ def bench_open(browser, server, rounds: int = 5) -> list:
     return times
 
 
+def bench_open_reference(browser, server, rounds: int) -> tuple:
+    """Open the reference page (bench/reference_page.py), new profile each time: medians of seconds to its
+    title (the least any Streamlit page shows) and to its chart."""
+    titles, charts = [], []
+    for _ in range(rounds):
+        ctx = new_context(browser, server)
+        page = ctx.new_page()
+        t = time.perf_counter()
+        page.goto(server.url, wait_until="commit")
+        page.get_by_role("heading", name="Reference").wait_for()
+        titles.append(time.perf_counter() - t)
+        wait_chart(page, "reference_chart")
+        charts.append(time.perf_counter() - t)
+        ctx.close()
+    return statistics.median(titles), statistics.median(charts)
+
+
 def bench_open_returning(browser, server, rounds: int = 5) -> list:
     """Open -> first chart in new tabs of one browser profile, after one visit has filled its cache."""
     ctx = new_context(browser, server)
@@ -238,6 +258,11 @@ def main() -> None:
         warm = bench_open(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, median of {len(warm)}: {statistics.median(warm):.2f} s "
             f"(min {min(warm):.2f}, max {max(warm):.2f})")
+        with running_server(Path(logs), script=REFERENCE) as bare:
+            bench_open_reference(browser, bare, rounds=1)      # its first run, not timed
+            title, alone = bench_open_reference(browser, bare, rounds=args.opens)
+        say(f"  the reference, Streamlit alone (a title and one st.plotly_chart, no model), median of {args.opens}: "
+            f"title {title:.2f} s, chart {alone:.2f} s; the app's open = {statistics.median(warm) / alone:.1f} x")
         back = bench_open_returning(browser, server, rounds=args.opens)
         say(f"open -> first chart, warm server, returning visitor, median of {len(back)}: "
             f"{statistics.median(back):.2f} s (min {min(back):.2f}, max {max(back):.2f})")

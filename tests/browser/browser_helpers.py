@@ -81,14 +81,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False) -> Server:
+def start_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False,
+                 script: Path | None = None) -> Server:
     """`streamlit run app.py` on a free port; with `early_load`, as `make run` starts it (python -m ui.serve:
-    the first model loads as the server starts)."""
+    the first model loads as the server starts); `script`: another script than app.py (a benchmark's reference)."""
     port = free_port()
     log = log_dir / f"streamlit-{port}.log"
     env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     env.update(env_extra or {})
-    start = ["-m", "ui.serve"] if early_load else ["-m", "streamlit", "run", str(ROOT / "app.py")]
+    start = ["-m", "ui.serve"] if early_load else ["-m", "streamlit", "run", str(script or ROOT / "app.py")]
     cmd = [sys.executable, *start, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
@@ -115,8 +116,9 @@ def start_server(log_dir: Path, env_extra: dict | None = None, early_load: bool 
 
 
 @contextmanager
-def running_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False):
-    server = start_server(log_dir, env_extra, early_load)
+def running_server(log_dir: Path, env_extra: dict | None = None, early_load: bool = False,
+                   script: Path | None = None):
+    server = start_server(log_dir, env_extra, early_load, script)
     try:
         yield server
     finally:
