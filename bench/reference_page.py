@@ -9,9 +9,16 @@ import streamlit as st
 
 BARS = 20           # Step by step's candidates chart shows the top 20
 
-st.set_page_config(page_title="Reference", layout="wide")
-st.title("Reference")
-probs = [0.5 / (rank + 1) for rank in range(BARS)]
-fig = go.Figure(go.Bar(x=[f"token {rank}" for rank in range(BARS)], y=probs))
-fig.update_layout(height=460, title="One bar chart")
-st.plotly_chart(fig, key="reference_chart")
+
+
+def page() -> None:
+    st.set_page_config(page_title="Reference", layout="wide")
+    st.title("Reference")
+    probs = [0.5 / (rank + 1) for rank in range(BARS)]
+    fig = go.Figure(go.Bar(x=[f"token {rank}" for rank in range(BARS)], y=probs))
+    fig.update_layout(height=460, title="One bar chart")
+    st.plotly_chart(fig, key="reference_chart")
+
+
+if __name__ == "__main__":         # streamlit run runs it as __main__; an import draws nothing
+    page()
