@@ -10,7 +10,6 @@ import streamlit as st
 BARS = 20           # Step by step's candidates chart shows the top 20
 
 
-
 def page() -> None:
     st.set_page_config(page_title="Reference", layout="wide")
     st.title("Reference")
