@@ -10,10 +10,10 @@ from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
 from ui.export import export_bar
-from ui.i18n import t
+from ui.i18n import language, t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
-from ui.present import main_chart, shortcut, upcoming_chart
+from ui.present import main_chart, presenting, shortcut, upcoming_chart
 from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, sync_url
@@ -176,19 +176,33 @@ def _controls(playing: bool) -> None:
         cols[4].caption(t("step.slider_one"))
 
 
+FIGURES_KEPT = 4       # the step on screen, Next's and Back's sent ahead, and the one just left
+
+
 def _figure(step, ahead: bool = False):
     """The candidates chart of a step, with its served badge on a served decode (above the chart too, unless
-    the figure is sent `ahead` of its step)."""
-    fig = candidates_figure(step, stepper.config, texts={
-        "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
-        "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
-        "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
-        "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
-        "title_chosen": t("step.fig_title_chosen"), "other": t("served.fig_other"),
-        "other_hover": t("served.fig_other_hover")},
-        other=other_mass(step) if served_facts(recorded) else None)
-    with_badge(fig, served_badge(recorded, step, shown=not ahead))
-    return fig
+    the figure is sent `ahead` of its step).
+
+    Built once per step, settings, language and page look in a session: the figure sent ahead for Next is
+    the one the run after Next draws, and Back's was drawn a run before (each run would build three)."""
+    badge = served_badge(recorded, step, shown=not ahead)
+    key = (id(step), id(recorded), stepper.config, language(), presenting())
+    kept = S.setdefault("sbs_figures", {})
+    hit = kept.pop(key, None)
+    if hit is None or hit[0] is not step or hit[1] is not recorded:      # ids are reused once objects are gone
+        fig = candidates_figure(step, stepper.config, texts={
+            "raw": t("step.fig_raw"), "shaped": t("step.fig_shaped"), "cut": t("step.fig_cut"),
+            "cumulative": t("step.fig_cumulative"), "after_temperature": t("step.fig_after_temperature"),
+            "threshold": t("step.fig_threshold"), "chosen": t("step.fig_chosen"),
+            "x": t("step.fig_x"), "y": t("step.fig_y"), "y2": t("step.fig_y2"), "title": t("step.fig_title"),
+            "title_chosen": t("step.fig_title_chosen"), "other": t("served.fig_other"),
+            "other_hover": t("served.fig_other_hover")},
+            other=other_mass(step) if served_facts(recorded) else None)
+        hit = (step, recorded, with_badge(fig, badge))
+    kept[key] = hit                   # the most recently used last
+    while len(kept) > FIGURES_KEPT:
+        kept.pop(next(iter(kept)))
+    return hit[2]
 
 
 def _step_chart(step, forced_here):

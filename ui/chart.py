@@ -191,10 +191,15 @@ def figure_json(fig) -> str:
 
 def drawing(fig, stretch: bool) -> dict:
     """What the element needs to draw `fig`: its JSON, its height, whether it fills its box, and an id that
-    names all three (a figure drawn already, under that id, is not drawn again)."""
-    figure, height = figure_json(fig), fig.layout.height or DEFAULT_HEIGHT
-    named = hashlib.sha256(f"{height}|{stretch}|{figure}".encode()).hexdigest()[:16]
-    return {"figure": figure, "height": height, "stretch": stretch, "id": named}
+    names all three (a figure drawn already, under that id, is not drawn again). Kept on the figure: a
+    figure is not changed once drawn, and a page may draw the same one again (Step by step keeps its
+    figures from run to run)."""
+    kept = fig.__dict__.setdefault("_ds_drawings", {})
+    if stretch not in kept:
+        figure, height = figure_json(fig), fig.layout.height or DEFAULT_HEIGHT
+        named = hashlib.sha256(f"{height}|{stretch}|{figure}".encode()).hexdigest()[:16]
+        kept[stretch] = {"figure": figure, "height": height, "stretch": stretch, "id": named}
+    return dict(kept[stretch])
 
 
 def show_figure(fig, key: str, where=None, on_select=None, stretch: bool = False):

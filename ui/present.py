@@ -94,8 +94,10 @@ STAGE_GAP = 14       # px kept free under the figure, so its lowest labels do no
 
 def sized(fig, main: bool = False):
     """The figure, its text enlarged for a projector when presentation mode is on; the page's `main`
-    figure starts at the height a 1280x720 projector leaves for it (main_chart then fits it to the window)."""
-    if presenting():
+    figure starts at the height a 1280x720 projector leaves for it (main_chart then fits it to the window).
+    A figure is sized once: a page may draw the same figure object again (Step by step keeps its figures)."""
+    if presenting() and not getattr(fig, "_ds_sized", False):
+        fig._ds_sized = True
         if main and (fig.layout.height or 0) > STAGE_HEIGHT:
             fig.update_layout(height=STAGE_HEIGHT)
         scale = PRESENT_FONT / 12

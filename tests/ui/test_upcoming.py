@@ -99,3 +99,46 @@ def test_the_figure_sent_ahead_for_back_is_the_step_before_and_none_on_the_first
     at.button(key="sbs_back").click().run()
     now = sent(at)[0]
     assert (now["figure"], now["id"]) == (back["figure"], back["id"])
+
+
+def test_each_steps_figure_is_built_once_and_again_in_another_language(tiny_llama_folder, monkeypatch):
+    """A run draws three figures (the step, Next's and Back's sent ahead); two were built by the run before."""
+    import figures.candidates
+
+    built, build = [], figures.candidates.candidates_figure
+    monkeypatch.setattr(figures.candidates, "candidates_figure",
+                        lambda step, *args, **kwargs: built.append(step.index) or build(step, *args, **kwargs))
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "step_by_step")
+    assert sorted(built) == [0, 1]                      # the first step and Next's; no Back on the first step
+    for _ in range(3):
+        at.button(key="sbs_next").click().run()
+    at.button(key="sbs_back").click().run()
+    assert sorted(built) == [0, 1, 2, 3, 4]            # each step once, though eight were drawn or sent
+    chart, ahead = sent(at)
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert not at.exception, at.exception
+    assert sorted(built) == [0, 1, 1, 2, 2, 3, 3, 4]    # the step on screen, Back's and Next's, in Chinese
+    chart_zh, ahead_zh = sent(at)
+    assert title(chart).startswith("Step 3:") and title(chart_zh).startswith("第 3 步")
+    assert title(ahead_zh).startswith("第 4 步") and chart_zh["id"] != chart["id"]
+
+
+def test_in_presentation_mode_a_kept_figure_is_enlarged_once(tiny_llama_folder):
+    """The figure sent ahead is drawn again by the next run, and kept for the figure export: its text and
+    margins grow for the projector once, not at every draw (a figure's top margin is 95 px, or 125 with a
+    second legend row, times 1.2)."""
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "step_by_step")
+    at.query_params["present"] = "1"
+    at.run()
+    for _ in range(3):
+        chart, ahead = sent(at)
+        drawn = [json.loads(data["figure"])["layout"] for data in (chart, ahead)]
+        kept = [fig.to_dict()["layout"] for key, (_, _, fig) in at.session_state["sbs_figures"].items()
+                if key[-1]]                 # kept for presentation mode (the last part of the key)
+        for layout in drawn + kept:
+            assert layout["font"]["size"] == 17 and layout["margin"]["t"] in (round(95 * 1.2), round(125 * 1.2))
+        at.button(key="sbs_next").click().run()
+        assert not at.exception, at.exception
