@@ -172,8 +172,8 @@ def _controls(playing: bool) -> None:
     if total > 1:
         S["sbs_slider"] = stepper.cursor + 1
         cols[4].slider(t("step.slider"), 1, total, key="sbs_slider", on_change=_slider_moved)
-    else:
-        cols[4].caption(t("step.slider_one"))
+    else:          # in a box as tall as the slider (ui.present's styles): the row does not grow at step 2
+        cols[4].container(key="sbs_slider_one").caption(t("step.slider_one"))
 
 
 FIGURES_KEPT = 4       # the step on screen, Next's and Back's sent ahead, and the one just left

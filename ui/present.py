@@ -55,12 +55,15 @@ STYLESHEET = """
 .st-key-present_corner { position: fixed; top: 0.55rem; left: 3.6rem; z-index: 999991; width: auto; }
 .st-key-present_corner .stButton button, .st-key-present_corner [data-testid="stPopover"] button {
   min-height: 2.2rem; font-size: 1rem; padding: 0.2rem 0.8rem; }
+.st-key-sbs_slider_one { min-height: 75px; }
 </style>
 """
 
 # Always on, in every mode: readable contrast (at least 4.5:1) for captions and the text inside figures
 # (ticks, titles, legends, notes on lines, the beam tree's node labels), in the theme's own text colour so
-# light and dark themes both work; a focused sidebar link is outlined, so it no longer looks like the current page.
+# light and dark themes both work; a focused sidebar link is outlined, so it no longer looks like the current page;
+# Step by step's note in place of its step slider (one step so far) is as tall as the slider (68 px, 75 px in
+# presentation mode, measured in Chromium), so the chart does not move down when the slider comes at step 2.
 BASE_STYLESHEET = """
 <style>
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
@@ -71,6 +74,7 @@ BASE_STYLESHEET = """
   fill-opacity: 1 !important; }
 [data-testid="stSidebarNav"] a:focus-visible {
   outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
+.st-key-sbs_slider_one { min-height: 68px; }
 </style>
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_helpers import SCREENSHOTS, assert_no_exception, open_page
+from browser_helpers import SCREENSHOTS, assert_no_exception, open_page, wait_idle
 
 # page -> Streamlit key (prefix) of its main figure
 MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare": "cmp_chart",
@@ -137,3 +137,21 @@ def test_main_figure_fills_a_large_window(page, server, name):
     if name == "beam_tree":
         assert not label_overlaps(page, key)
 
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_the_chart_stays_in_place_when_the_step_slider_comes(page, server, present):
+    """On the first step a note stands where the step slider will be, as tall as the slider: the first Next
+    brings the slider, and the chart (drawn on the click, from the figure sent ahead) does not move down."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, server, "step_by_step", f"present={present}&tour=0&lang=en&max_new_tokens=6")
+    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot .main-svg').first
+    chart.wait_for()
+    wait_idle(page)
+    assert page.locator(".st-key-sbs_slider").count() == 0
+    top = chart.bounding_box()["y"]
+    page.locator(".st-key-sbs_next button").first.click()
+    page.locator(".st-key-sbs_slider").first.wait_for()
+    wait_idle(page)
+    assert chart.bounding_box()["y"] == pytest.approx(top, abs=1), present
+    assert_no_exception(page, server)
