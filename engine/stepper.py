@@ -19,8 +19,9 @@ next Next takes that copy and only moves the cursor: the forward pass happened w
 The copy is the decode's own state (KV cache and generator), so the step is the one Next would have decoded;
 any other change (new settings, a reset, a step taken another way) leaves it unused. `upcoming` names the
 step the next Next will show when it is ready, so that the page can hand the browser its figure beforehand.
-These passes, Next's own, a new branch's step and the first step's are urgent (engine.model.turns): on a
-model many sessions share, they go before the passes of long jobs (a replay under new settings, Compare's lanes).
+The step decoded ahead, Next's own step, a new branch's step and the first step are urgent passes
+(engine.model.turns): on a model many sessions share, they go before the passes of long jobs (a replay under
+new settings, Compare's lanes).
 
 Every session that opens the same prompt under the same settings starts on the same first
 step, so the first step is decoded once per server: later openings start from a copy of it

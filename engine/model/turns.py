@@ -5,11 +5,12 @@ model. Thirty sessions each running a forward pass at once do not finish sooner 
 one after another: on a CPU, much of a small model's pass is Python, which one thread runs at a time,
 so the passes only slow each other down, and a student's Next, which needs a few milliseconds of
 Python to send its chart, waits behind all of them (measured with bench/bench_class.py: 30 students,
-the chart's p95 went from 3.3 s to 0.07 s once passes took turns, at half the CPU per click).
+the chart's p95 went from 3.3 s to 0.11 s once passes took turns, at two thirds of the CPU per click).
 
-So each model lets one pass in at a time. A pass a reader is waiting for (Step by step's next step and
-the step it decodes ahead) is `urgent`: it goes before the waiting passes of long jobs (a decode
-replayed under new settings, Compare's lanes), which take their turns in between.
+So each model lets one pass in at a time. A pass a reader is waiting for (on Step by step: the next
+step, the step decoded ahead for the next Next, a new branch's step, the first step) is `urgent`: it
+goes before the waiting passes of long jobs (a decode replayed under new settings, Compare's lanes),
+which take their turns in between.
 
 The turn is taken by a forward pre-hook and given back by a forward hook that runs even when the pass
 raises an Exception (`always_call`), so every caller, `generate` included, takes turns. A pass is the
