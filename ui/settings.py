@@ -308,11 +308,12 @@ def url_number(key: str, default, low, high, kind=None):
 
 
 def sync_url(**values) -> None:
-    """Write settings into the URL so a copied address reproduces the view."""
-    for key, value in values.items():
-        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
-        if st.query_params.get(key) != text:
-            st.query_params[key] = text
+    """Write settings into the URL so a copied address reproduces the view: the changed ones in one write,
+    since the browser adds a history entry for every write (the browser's Back would step through them)."""
+    texts = {key: ("1" if value else "0") if isinstance(value, bool) else str(value) for key, value in values.items()}
+    changed = {key: text for key, text in texts.items() if st.query_params.get(key) != text}
+    if changed:
+        st.query_params.update(changed)
 
 
 def sync_long_text(key: str, text: str) -> None:

@@ -27,9 +27,9 @@ _PAGE = "_url_page"         # the page of the last run
 def restore_interface() -> None:
     """Put back interface choices the address lost (run before any text is looked up)."""
     memory = st.session_state.get(_MEMORY, {})
-    for key in INTERFACE_KEYS:
-        if key not in st.query_params and key in memory:
-            st.query_params[key] = memory[key]
+    lost = {key: memory[key] for key in INTERFACE_KEYS if key not in st.query_params and key in memory}
+    if lost:
+        st.query_params.update(lost)          # one write: one entry in the browser's history
 
 
 def restore_settings(page: str) -> None:
@@ -49,9 +49,9 @@ def _bring_back() -> None:
     carried = set(st.query_params) - set(INTERFACE_KEYS)
     if carried:
         return      # a link with its own settings: honour it exactly
-    for key, value in st.session_state.get(_MEMORY, {}).items():
-        if key not in st.query_params:
-            st.query_params[key] = value
+    missing = {key: value for key, value in st.session_state.get(_MEMORY, {}).items() if key not in st.query_params}
+    if missing:
+        st.query_params.update(missing)       # one write: one entry in the browser's history
 
 
 def follow_link() -> None:

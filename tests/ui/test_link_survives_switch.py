@@ -60,3 +60,24 @@ def test_a_link_survives_a_page_switch_before_its_first_decode_ends(tiny_llama_f
     by_menu(at, "beam_tree")
     assert at.slider(key="num_beams").value == int(LINK["num_beams"])
     assert at.sidebar.text_area(key="prompt").value == LINK["prompt"]
+
+
+def _writes_url():
+    from ui.settings import sync_url
+
+    sync_url(strategy="sample", top_p=0.9, chat=True)      # three settings at once
+    sync_url(strategy="sample")                            # unchanged: nothing written
+
+
+def test_settings_written_together_are_one_entry_in_the_browsers_history(monkeypatch):
+    """Streamlit's page pushes a browser history entry for every address write, so the browser's Back would
+    step through a page's settings one by one: the settings one call writes go in one write."""
+    from streamlit.runtime.state.query_params import QueryParams
+
+    writes, send = [], QueryParams._send_query_param_msg
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", lambda self: writes.append(1) or send(self))
+    at = AppTest.from_function(_writes_url)
+    at.run()
+    assert not at.exception, at.exception
+    assert len(writes) == 1
+    assert (at.query_params["strategy"], at.query_params["top_p"], at.query_params["chat"]) == ("sample", "0.9", "1")
