@@ -80,6 +80,12 @@ def step_shown(page) -> int:
     return int(text.split(":")[0].split()[-1]) if text.startswith("Step") else 0
 
 
+def title_shows(page, step: int) -> None:
+    """Wait, polling every frame, until Step by step's chart is titled with `step`."""
+    page.wait_for_function(f"""() => {{ const t = document.querySelector('{TITLE}');
+                               return t && t.textContent.startsWith('Step {step}:'); }}""", polling="raf")
+
+
 def wait_chart(page, key: str, timeout_ms: int = 600_000) -> None:
     page.locator(CHART.format(key=key)).first.wait_for(state="visible", timeout=timeout_ms)
 
@@ -117,8 +123,7 @@ def bench_next(browser, server, clicks: int) -> tuple:
         shown = step_shown(page)
         t = time.perf_counter()
         page.locator(".st-key-sbs_next button").first.click()
-        page.wait_for_function(f"""() => {{ const t = document.querySelector('{TITLE}');
-                                   return t && t.textContent.startsWith('Step {shown + 1}:'); }}""", polling="raf")
+        title_shows(page, shown + 1)
         driven.append(time.perf_counter() - t)
         page.wait_for_function(f"window.__dsNext.tokens === {shown + 1}", polling="raf")
         press, title, text = page.evaluate("[window.__dsNext.press, window.__dsNext.title, window.__dsNext.textAt]")
@@ -129,8 +134,7 @@ def bench_next(browser, server, clicks: int) -> tuple:
         wait_idle(page)
         shown = step_shown(page)
         page.locator(".st-key-sbs_back button").first.click()
-        page.wait_for_function(f"""() => {{ const t = document.querySelector('{TITLE}');
-                                   return t && t.textContent.startsWith('Step {shown - 1}:'); }}""", polling="raf")
+        title_shows(page, shown - 1)
         press, title = page.evaluate("[window.__dsNext.press, window.__dsNext.title]")
         back.append((title - press) / 1e3)
     ctx.close()

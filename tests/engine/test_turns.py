@@ -1,4 +1,5 @@
 """Forward passes through a shared model take turns, the urgent ones first (engine.model.turns)."""
+import contextlib
 import threading
 import time
 
@@ -31,19 +32,11 @@ def _inside(lm: LoadedModel, on_enter) -> None:
 
 def _run(lm: LoadedModel, name: str, is_urgent: bool = False) -> threading.Thread:
     def forward():
-        with torch.inference_mode(), (urgent() if is_urgent else _nothing()):
+        with torch.inference_mode(), (urgent() if is_urgent else contextlib.nullcontext()):
             lm.model(input_ids=_ids())
     thread = threading.Thread(target=forward, name=name, daemon=True)
     thread.start()
     return thread
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_passes_from_many_threads_never_overlap():
