@@ -1,6 +1,7 @@
 """A class at the server: N students on Step by step, played over Streamlit's own websocket protocol.
 
-    .venv/bin/python -m bench.bench_class [--students 30 | 2,4,8] [--seconds 120] [--alone-seconds 60] [--url URL]
+    .venv/bin/python -m bench.bench_class [--students 30 | 2,4,8] [--seconds 120] [--alone-seconds 60]
+                                          [--processes K | --url URL]
 
 No browser: each student is a websocket on `/_stcore/stream` that sends the BackMsg a browser
 sends (`rerun_script` with the page, the address's query and the widget that changed) and reads
@@ -23,6 +24,8 @@ p95 Next with N students <= 3 x alone), clicks per second, exceptions shown in t
 lines, disconnects, the server's CPU seconds per click and cores busy, and its peak RSS (at
 start, with one session, with N: the cost of a session), each figure with the machine's load
 average beside it. Several class sizes (--students 2,4,8) run one after the other on one server.
+With --processes K it starts K app processes (each with its own model, on a port of its own) and keeps student i
+on process i mod K, as a proxy with sticky sessions would: what a room served by several processes gets.
 With --served URL the link names a model server: each student presses Connect, the server
 decodes the 64 tokens, and Next only moves through that trace (the page is still built here). Without --url it starts
 `streamlit run app.py` on a free port and stops it at the end.
@@ -257,15 +260,17 @@ async def student(s: Student, ws_url: str, query: str, until: float) -> None:
         s.disconnects.append(f"{type(exc).__name__}: {exc}")
 
 
-async def play(ws_url: str, query: str, students: int, seconds: float, seed: int, pid: int | None) -> dict:
-    """N students at once for this many seconds (after each one's first run), with the server watched."""
+async def play(ws_urls: list, query: str, students: int, seconds: float, seed: int, pids: list) -> dict:
+    """N students at once for this many seconds (after each one's first run), with the servers watched.
+    With several app processes, student i stays on process i mod their number (as a proxy's sticky
+    sessions keep a student on one)."""
     served = "server=" in query
     class_ = [Student(i, random.Random(seed * 1000 + i), served=served) for i in range(students)]
     until = time.monotonic() + seconds
     stop = asyncio.Event()
-    watch = asyncio.create_task(watch_server(pid, stop))
+    watch = asyncio.create_task(watch_server(pids, stop))
     started, cpu0 = time.monotonic(), time.process_time()
-    await asyncio.gather(*(student(s, ws_url, query, until) for s in class_))
+    await asyncio.gather(*(student(s, ws_urls[s.index % len(ws_urls)], query, until) for s in class_))
     wall = time.monotonic() - started
     stop.set()
     server = await watch
@@ -273,25 +278,31 @@ async def play(ws_url: str, query: str, students: int, seconds: float, seed: int
     return summary(class_, seconds, wall, server)
 
 
-async def watch_server(pid: int | None, stop: asyncio.Event) -> dict:
-    """The server's peak RSS while the students are connected, and its CPU seconds over the phase
-    (more than 1 s per second: more than one core busy at once, which the GIL allows only outside Python)."""
-    if pid is None:
+async def watch_server(pids: list, stop: asyncio.Event) -> dict:
+    """The servers' peak RSS (their sum) while the students are connected, and their CPU seconds over the
+    phase (more than 1 s per second in one process: more than one core busy at once, which the GIL allows
+    only outside Python)."""
+    if not pids:
         await stop.wait()
         return {}
     import psutil
 
-    proc = psutil.Process(pid)
-    cpu0 = sum(proc.cpu_times()[:2])
-    peak = 0.0
+    procs = [psutil.Process(pid) for pid in pids]
+
+    def cpu() -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in procs)
+
+    def rss() -> float:
+        return sum(p.memory_info().rss for p in procs) / 2**20
+
+    cpu0, peak = cpu(), 0.0
     while not stop.is_set():
-        peak = max(peak, proc.memory_info().rss / 2**20)
+        peak = max(peak, rss())
         try:
             await asyncio.wait_for(stop.wait(), 1.0)
         except TimeoutError:
             pass
-    peak = max(peak, proc.memory_info().rss / 2**20)
-    return {"peak_rss_mb": peak, "cpu_s": sum(proc.cpu_times()[:2]) - cpu0, "load": load()}
+    return {"peak_rss_mb": max(peak, rss()), "cpu_s": cpu() - cpu0, "load": load()}
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -374,12 +385,13 @@ def print_ratio(alone: dict, classes: list, action: str) -> None:
               f"   [{group['load']}]")
 
 
-def rss_mb(pid: int | None) -> float | None:
-    if pid is None:
+def rss_mb(pids: list) -> float | None:
+    """The app processes' resident memory together, in MB (None for an app this run did not start)."""
+    if not pids:
         return None
     import psutil
 
-    return psutil.Process(pid).memory_info().rss / 2**20
+    return sum(psutil.Process(pid).memory_info().rss for pid in pids) / 2**20
 
 
 def shared_link(served: str | None = None) -> str:
@@ -393,18 +405,20 @@ def stream_url(base: str) -> str:
     return f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}{parts.path.rstrip('/')}/_stcore/stream"
 
 
-def measure(base: str, pid: int | None, sizes: list, seconds: float, alone_seconds: float, seed: int,
+def measure(bases: list, pids: list, sizes: list, seconds: float, alone_seconds: float, seed: int,
             served: str | None = None) -> dict:
-    """A warm-up student (the model's first load is not a click), one student alone, then each class size."""
-    ws_url, query = stream_url(base), shared_link(served)
-    out = {"rss_start": (rss_mb(pid), load())}
-    asyncio.run(play(ws_url, query, 1, 0, seed + 1, pid))
-    out["rss_warm"] = (rss_mb(pid), load())
-    out["alone"] = asyncio.run(play(ws_url, query, 1, alone_seconds, seed, pid))
+    """A warm-up student on each app process (the model's first load is not a click), one student alone
+    (on the first), then each class size, spread over the processes."""
+    ws_urls, query = [stream_url(base) for base in bases], shared_link(served)
+    out = {"rss_start": (rss_mb(pids), load())}
+    for ws_url in ws_urls:
+        asyncio.run(play([ws_url], query, 1, 0, seed + 1, pids))
+    out["rss_warm"] = (rss_mb(pids), load())
+    out["alone"] = asyncio.run(play(ws_urls[:1], query, 1, alone_seconds, seed, pids))
     print_phase("one student alone", out["alone"])
     out["classes"] = []
     for n in sizes:
-        group = asyncio.run(play(ws_url, query, n, seconds, seed + n, pid))
+        group = asyncio.run(play(ws_urls, query, n, seconds, seed + n, pids))
         print_phase(f"a class of {n}", group)
         out["classes"].append(group)
     return out
@@ -430,6 +444,8 @@ def main(argv=None) -> int:
     parser.add_argument("--alone-seconds", type=float, default=60, help="how long one student clicks alone first")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", help="an app already running (its memory and CPU are then not measured)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="app processes started (each loads the model); student i stays on process i mod K")
     parser.add_argument("--served", metavar="URL", help="the link names this model server (vLLM, llama.cpp; "
                         "'llama': start llama.cpp on the bundled model here): each student presses Connect, the "
                         "server decodes, Next moves through its trace")
@@ -440,8 +456,11 @@ def main(argv=None) -> int:
         parser.error(f"--students takes class sizes like 30 or 5,10,30, not {args.students!r}")
     if min(sizes) < 1 or args.seconds <= 0 or args.alone_seconds <= 0:
         parser.error("a class has at least 1 student; --seconds and --alone-seconds are above 0")
+    if args.processes < 1 or (args.url and args.processes != 1):
+        parser.error("--processes is 1 or more, and 1 with --url")
     print(f"bench_class: classes of {args.students} x {args.seconds:.0f} s, one student alone x "
-          f"{args.alone_seconds:.0f} s, Next every {CLICK_EVERY_S:g} s, {os.cpu_count()} cores   [{load()}]",
+          f"{args.alone_seconds:.0f} s, Next every {CLICK_EVERY_S:g} s, {args.processes} app process(es), "
+          f"{os.cpu_count()} cores   [{load()}]",
           flush=True)
     with contextlib.ExitStack() as running:
         served = args.served
@@ -450,12 +469,17 @@ def main(argv=None) -> int:
 
             served = running.enter_context(running_llama_server())
         if args.url:
-            out = measure(args.url.rstrip("/"), None, sizes, args.seconds, args.alone_seconds, args.seed, served)
+            out = measure([args.url.rstrip("/")], [], sizes, args.seconds, args.alone_seconds, args.seed, served)
         else:
             from tests.browser.browser_helpers import running_server
 
-            server = running.enter_context(running_server(Path(running.enter_context(tempfile.TemporaryDirectory()))))
-            out = measure(server.url, server.pid, sizes, args.seconds, args.alone_seconds, args.seed, served)
+            logs = Path(running.enter_context(tempfile.TemporaryDirectory()))
+            servers = []
+            for k in range(args.processes):
+                (logs / str(k)).mkdir()
+                servers.append(running.enter_context(running_server(logs / str(k))))
+            out = measure([s.url for s in servers], [s.pid for s in servers], sizes, args.seconds,
+                          args.alone_seconds, args.seed, served)
     print_ratios(out["alone"], out["classes"])
     print_memory(out)
     phases = [out["alone"], *out["classes"]]
