@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -112,13 +113,19 @@ def read_cache(folder: Path, name: str = DEFAULT_MODEL) -> LoadedModel:
     """The model from a cache folder, after checking its files and one forward pass."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    check_marker(folder)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        lm = LoadedModel.from_parts(model, tokenizer, name)
-    except Exception as exc:    # noqa: BLE001 - whatever a damaged file raises, the answer is to rebuild
-        raise CacheDamaged(f"it cannot be read ({type(exc).__name__}: {first_line(exc)})") from None
+    # The files are hashed beside the load, not before it: hashing releases the GIL, so it takes a second core
+    # while transformers imports its modules (seconds of Python on a first load); nothing loaded is used, or
+    # returned, before the check has passed, and a damaged file is named by the check rather than by the load.
+    with ThreadPoolExecutor(1, thread_name_prefix="cache-check") as pool:
+        checked = pool.submit(check_marker, folder)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            lm = LoadedModel.from_parts(model, tokenizer, name)
+        except Exception as exc:    # noqa: BLE001 - whatever a damaged file raises, the answer is to rebuild
+            checked.result()
+            raise CacheDamaged(f"it cannot be read ({type(exc).__name__}: {first_line(exc)})") from None
+        checked.result()
     probe(lm)
     return lm
 

@@ -74,12 +74,20 @@ def overwrite(path: Path, at: int, data: bytes) -> None:
         fh.write(data)
 
 
+def flip_last_bit(path: Path) -> None:
+    """Change the file's last weight a little (its lowest bit): the header and the size stay whole."""
+    last = path.read_bytes()[-1]
+    overwrite(path, path.stat().st_size - 1, bytes([last ^ 1]))
+
+
 DAMAGE = {   # name -> (what is done to the cache folder, a word the reason must contain)
     "cut weights": (lambda d: cut(d / WEIGHTS), WEIGHTS),
     "emptied weights": (lambda d: (d / WEIGHTS).write_bytes(b""), WEIGHTS),
     "bad header": (lambda d: overwrite(d / WEIGHTS, 0, b"\xff" * 16), WEIGHTS),
     "random bytes over the weights": (
         lambda d: overwrite(d / WEIGHTS, 0, random.Random(0).randbytes((d / WEIGHTS).stat().st_size)), WEIGHTS),
+    # the file still loads and gives finite numbers: only the checksum tells (the check runs beside the load)
+    "one weight changed": (lambda d: flip_last_bit(d / WEIGHTS), WEIGHTS),
     "missing config.json": (lambda d: (d / "config.json").unlink(), "config.json"),
     "broken tokenizer.json": (lambda d: overwrite(d / "tokenizer.json", 0, b"{{{{"), "tokenizer.json"),
     "garbage marker": (lambda d: (d / MARKER).write_bytes(b"\x00\xffnot a list"), MARKER),
