@@ -309,17 +309,24 @@ def url_number(key: str, default, low, high, kind=None):
 
 def sync_url(**values) -> None:
     """Write settings into the URL so a copied address reproduces the view: the changed ones in one write,
-    since the browser adds a history entry for every write (the browser's Back would step through them)."""
-    texts = {key: ("1" if value else "0") if isinstance(value, bool) else str(value) for key, value in values.items()}
+    since the browser adds a history entry for every write (the browser's Back would step through them).
+    A value of None is left out of the address (a text too long for a link: `linkable`)."""
+    texts = {key: ("1" if value else "0") if isinstance(value, bool) else str(value)
+             for key, value in values.items() if value is not None}
     changed = {key: text for key, text in texts.items() if st.query_params.get(key) != text}
     if changed:
         st.query_params.update(changed)
+    for key in values:
+        if values[key] is None and key in st.query_params:
+            st.query_params.pop(key)
+
+
+def linkable(text: str) -> str | None:
+    """A free text (prompt, reference) as the URL may carry it, or None when it would make the address too long
+    for a link (URL_PROMPT_LIMIT bytes, percent-encoded): `sync_url` then leaves it out."""
+    return text if url_bytes(text) <= URL_PROMPT_LIMIT else None
 
 
 def sync_long_text(key: str, text: str) -> None:
-    """Write a free text (prompt, reference) into the URL, or leave it out when it would make the address
-    too long for a link (URL_PROMPT_LIMIT bytes, percent-encoded)."""
-    if url_bytes(text) <= URL_PROMPT_LIMIT:
-        sync_url(**{key: text})
-    else:
-        st.query_params.pop(key, None)
+    """Write a free text (prompt, reference) into the URL, or leave it out when it is too long for a link."""
+    sync_url(**{key: linkable(text)})

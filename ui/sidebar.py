@@ -15,7 +15,7 @@ from ui.demo import landing_model, landing_prompt
 from ui.i18n import LANGUAGES, language, t
 from ui.limits import prompt_within_limit
 from ui.results import show_error
-from ui.settings import bounds, read, sync_long_text, sync_url, url_value
+from ui.settings import bounds, linkable, read, sync_url, url_value
 from ui.share_link import copy_link_control
 from ui.shared_model import SERVED, model_key, offers_served
 
@@ -46,7 +46,7 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
         if copy_link:
             copy_link_control()
         language_control()
-        model = model_controls()
+        model, placement = model_controls()
         prompt = st.text_area(t("common.prompt"), value=read("prompt", landing_prompt()), key="prompt", height=90)
         chat = st.toggle(t("common.chat"), value=read("chat"), key="chat", help=t("common.chat_help"))
         seed = st.number_input(t("common.seed"), *bounds("seed"), step=1, value=read("seed"), key="seed")
@@ -55,8 +55,10 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
     prompt = prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
-    sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang)
-    sync_long_text("prompt", prompt)   # a pasted book does not belong in an address bar or a share link
+    # the sidebar's settings in one write (one entry in the browser's history); a pasted book does not belong in
+    # an address bar or a share link
+    sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang,
+             prompt=linkable(prompt), **placement)
     return settings
 
 
@@ -95,10 +97,11 @@ def _choice_of(model: str) -> str:
     return bundled.key if bundled is not None else "other"
 
 
-def model_controls() -> str:
+def model_controls() -> tuple:
     """The model choice (each bundled model named for what it is, another, or a served model), the Model
     box, and the device and precision it runs in; or, for a served model, the server's address and a
-    Connect button. Returns what the Model box holds."""
+    Connect button. Returns what the Model box holds, and the device and precision chosen (none for a
+    served model) for the caller to write into the address with the other settings."""
     model_now = url_value("model", landing_model())
     choices = MODEL_CHOICES if offers_served() else tuple(c for c in MODEL_CHOICES if c != SERVED)
     st.session_state["model_choice"] = _choice_of(model_now)
@@ -107,7 +110,7 @@ def model_controls() -> str:
                  format_func=labels.get)
     if st.session_state["model_choice"] == SERVED:
         server_controls()
-        return model_now
+        return model_now, {}
     if st.query_params.get("server") and not offers_served():
         st.caption(t("served.not_offered"))
     for key in ("server", "served_model"):      # a copied link names a server only while one is chosen
@@ -122,8 +125,7 @@ def model_controls() -> str:
         dtype = st.selectbox(t("common.dtype"), DTYPES, key="dtype", help=t("common.dtype_help"),
                              index=(DTYPES.index(url_value("dtype", "auto"))
                                     if url_value("dtype", "auto") in DTYPES else 0))
-    sync_url(device=device, dtype=dtype)
-    return model
+    return model, {"device": device, "dtype": dtype}
 
 
 def _empty_box_means() -> str:

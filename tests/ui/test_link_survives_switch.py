@@ -81,3 +81,35 @@ def test_settings_written_together_are_one_entry_in_the_browsers_history(monkeyp
     assert not at.exception, at.exception
     assert len(writes) == 1
     assert (at.query_params["strategy"], at.query_params["top_p"], at.query_params["chat"]) == ("sample", "0.9", "1")
+
+
+def test_the_sidebar_writes_its_settings_in_one_write(tiny_llama_folder, monkeypatch):
+    """The sidebar's settings (model, device and precision, prompt, chat, seed, length, language) go into the
+    address in one write on every page, so opening a page or switching to one adds one entry for all of them."""
+    import traceback
+
+    from streamlit.runtime.state.query_params import QueryParams
+
+    _, folder = tiny_llama_folder
+    sidebar_writes, send = [], QueryParams._send_query_param_msg
+
+    def spy(self):
+        if any(f.name == "shared_sidebar" for f in traceback.extract_stack()):
+            sidebar_writes.append(dict(self._query_params))
+        return send(self)
+
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", spy)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    at.query_params["max_new_tokens"] = "3"
+    at.switch_page("pages/step_by_step.py").run()
+    assert not at.exception, at.exception
+    assert len(sidebar_writes) == 1, sidebar_writes
+    written = sidebar_writes[0]
+    assert {"model", "device", "dtype", "prompt", "chat", "seed", "max_new_tokens", "lang"} <= set(written)
+    assert (written["model"], written["device"], written["max_new_tokens"]) == (folder, "auto", "3")
+
+    sidebar_writes.clear()
+    by_menu(at, "beam_tree")
+    assert len(sidebar_writes) <= 1, sidebar_writes      # what the switch brought back may already be whole
+
