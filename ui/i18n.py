@@ -48,7 +48,9 @@ def texts(lang: str) -> dict:
 
 
 def language() -> str:
-    lang = st.session_state.get("lang") or st.query_params.get("lang", DEFAULT_LANGUAGE)
+    from ui.settings import address_value     # (ui.settings reads its texts from here)
+
+    lang = st.session_state.get("lang") or address_value("lang", DEFAULT_LANGUAGE)
     return lang if lang in LANGUAGES else DEFAULT_LANGUAGE
 
 

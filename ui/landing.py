@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.i18n import t
-from ui.settings import sync_url
+from ui.settings import address, sync_url
 from ui.sidebar import language_control
 from ui.url_memory import INTERFACE_KEYS
 
@@ -20,7 +20,7 @@ def landing(pages: list) -> None:
     st.title(t("common.app_title"))
     st.markdown(f"**{t('common.tagline')}**")
     st.markdown(t("landing.what"))
-    params = {k: v for k, v in st.query_params.to_dict().items() if k in INTERFACE_KEYS}   # each page opens as usual
+    params = {k: v for k, v in address().items() if k in INTERFACE_KEYS}   # each page opens as usual
     first, first_stem = pages[0]
     st.page_link(first, label=t("landing.start", page=t(f"nav.{first_stem}")), icon="👉", query_params=params,
                  help=t("landing.start_help"))

@@ -11,11 +11,13 @@ what it shows back with `sync_url`, so a copied address reproduces the view.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from urllib.parse import quote_plus
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from engine.config import (DRAFT_KINDS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, STRATEGIES,
                            VERIFY_MODES)
@@ -217,7 +219,7 @@ def read(key: str, default=None, setting: Setting | None = None):
             if value != held or type(value) is not type(held):
                 hold(widget, value)
             return value
-    raw = st.query_params.get(key)
+    raw = address_value(key)
     if raw is None:
         return fallback
     try:
@@ -307,18 +309,68 @@ def url_number(key: str, default, low, high, kind=None):
     return value
 
 
+_GATHERED = "_address_gathered"    # a whole run's address writes, sent together at its end (None: a removal)
+
+
+@contextlib.contextmanager
+def one_address_write():
+    """Gather the address writes of a whole run and send them as one write at its end. Streamlit's page adds a
+    browser history entry for every write, so the browser's Back walked through one run's writes (the interface
+    and settings brought back after a page switch, the sidebar's, the page's, the step) one press at a time.
+    A run that ends early (Stop, another click, a switch) still sends what it gathered when Streamlit lets it;
+    a fragment's own run (Next, Back) does not pass through here, and writes at once."""
+    st.session_state[_GATHERED] = {}
+    try:
+        yield
+    finally:
+        gathered = st.session_state.pop(_GATHERED, None) or {}
+        if gathered:
+            try:
+                st.query_params.from_dict(_overlaid(gathered))
+            except ScriptControlException:     # a Stop or a new run came first: that run writes the address anew
+                pass
+
+
+def _overlaid(gathered: dict) -> dict:
+    address = {key: text for key, text in st.query_params.to_dict().items() if gathered.get(key, "") is not None}
+    address.update({key: text for key, text in gathered.items() if text is not None})
+    return address
+
+
+def address() -> dict:
+    """The address's settings as this run has left them so far (its gathered writes included)."""
+    gathered = st.session_state.get(_GATHERED)
+    return _overlaid(gathered) if gathered else st.query_params.to_dict()
+
+
+def address_value(key: str, default: str | None = None) -> str | None:
+    """The address's value for `key` as this run has left it so far (its gathered writes included)."""
+    gathered = st.session_state.get(_GATHERED)
+    if gathered is not None and key in gathered:
+        return default if gathered[key] is None else gathered[key]
+    return st.query_params.get(key, default)
+
+
 def sync_url(**values) -> None:
     """Write settings into the URL so a copied address reproduces the view: the changed ones in one write,
-    since the browser adds a history entry for every write (the browser's Back would step through them).
+    since the browser adds a history entry for every write (the browser's Back would step through them);
+    during a whole run they wait for its one write (`one_address_write`).
     A value of None is left out of the address (a text too long for a link: `linkable`)."""
-    texts = {key: ("1" if value else "0") if isinstance(value, bool) else str(value)
-             for key, value in values.items() if value is not None}
-    changed = {key: text for key, text in texts.items() if st.query_params.get(key) != text}
-    if changed:
-        st.query_params.update(changed)
-    for key in values:
-        if values[key] is None and key in st.query_params:
-            st.query_params.pop(key)
+    texts = {key: None if value is None else ("1" if value else "0") if isinstance(value, bool) else str(value)
+             for key, value in values.items()}
+    changed = {key: text for key, text in texts.items() if address_value(key) != text}
+    if not changed:
+        return
+    gathered = st.session_state.get(_GATHERED)
+    if gathered is not None:
+        gathered.update(changed)
+        return
+    written = {key: text for key, text in changed.items() if text is not None}
+    if written:
+        st.query_params.update(written)
+    for key in changed:
+        if changed[key] is None:
+            st.query_params.pop(key, None)
 
 
 def linkable(text: str) -> str | None:

@@ -27,9 +27,10 @@ _PAGE = "_url_page"         # the page of the last run
 def restore_interface() -> None:
     """Put back interface choices the address lost (run before any text is looked up)."""
     memory = st.session_state.get(_MEMORY, {})
-    lost = {key: memory[key] for key in INTERFACE_KEYS if key not in st.query_params and key in memory}
+    now = settings.address()
+    lost = {key: memory[key] for key in INTERFACE_KEYS if key not in now and key in memory}
     if lost:
-        st.query_params.update(lost)          # one write: one entry in the browser's history
+        settings.sync_url(**lost)
 
 
 def restore_settings(page: str) -> None:
@@ -46,12 +47,13 @@ def restore_settings(page: str) -> None:
 
 def _bring_back() -> None:
     """After a switch that carried no settings (the sidebar menu), put back the remembered ones."""
-    carried = set(st.query_params) - set(INTERFACE_KEYS)
+    now = settings.address()
+    carried = set(now) - set(INTERFACE_KEYS)
     if carried:
         return      # a link with its own settings: honour it exactly
-    missing = {key: value for key, value in st.session_state.get(_MEMORY, {}).items() if key not in st.query_params}
+    missing = {key: value for key, value in st.session_state.get(_MEMORY, {}).items() if key not in now}
     if missing:
-        st.query_params.update(missing)       # one write: one entry in the browser's history
+        settings.sync_url(**missing)
 
 
 def follow_link() -> None:
@@ -64,7 +66,7 @@ def follow_link() -> None:
     memory = st.session_state.get(_MEMORY)
     if memory is None:
         return
-    for key, value in st.query_params.to_dict().items():
+    for key, value in settings.address().items():
         widget = settings.widget_key(key)
         if key in INTERFACE_KEYS or memory.get(key) == value or widget not in st.session_state:
             continue
@@ -80,4 +82,4 @@ def follow_link() -> None:
 
 def remember() -> None:
     """Record the query string of this run (call when the page has finished, even if it stopped)."""
-    st.session_state[_MEMORY] = st.query_params.to_dict()
+    st.session_state[_MEMORY] = settings.address()

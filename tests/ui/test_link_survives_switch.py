@@ -83,33 +83,27 @@ def test_settings_written_together_are_one_entry_in_the_browsers_history(monkeyp
     assert (at.query_params["strategy"], at.query_params["top_p"], at.query_params["chat"]) == ("sample", "0.9", "1")
 
 
-def test_the_sidebar_writes_its_settings_in_one_write(tiny_llama_folder, monkeypatch):
-    """The sidebar's settings (model, device and precision, prompt, chat, seed, length, language) go into the
-    address in one write on every page, so opening a page or switching to one adds one entry for all of them."""
-    import traceback
-
+def test_a_run_writes_the_address_once(tiny_llama_folder, monkeypatch):
+    """A whole run's settings (presentation mode, the sidebar's, the page's, the step) go into the address in one
+    write at its end, so opening a page or changing a setting adds one entry to the browser's history."""
     from streamlit.runtime.state.query_params import QueryParams
 
     _, folder = tiny_llama_folder
-    sidebar_writes, send = [], QueryParams._send_query_param_msg
-
-    def spy(self):
-        if any(f.name == "shared_sidebar" for f in traceback.extract_stack()):
-            sidebar_writes.append(dict(self._query_params))
-        return send(self)
-
-    monkeypatch.setattr(QueryParams, "_send_query_param_msg", spy)
+    writes, send = [], QueryParams._send_query_param_msg
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", lambda self: writes.append(dict(self._query_params))
+                        or send(self))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.session_state["model"] = folder
     at.query_params["max_new_tokens"] = "3"
     at.switch_page("pages/step_by_step.py").run()
     assert not at.exception, at.exception
-    assert len(sidebar_writes) == 1, sidebar_writes
-    written = sidebar_writes[0]
-    assert {"model", "device", "dtype", "prompt", "chat", "seed", "max_new_tokens", "lang"} <= set(written)
-    assert (written["model"], written["device"], written["max_new_tokens"]) == (folder, "auto", "3")
+    assert len(writes) == 1, writes
+    assert {"present", "model", "device", "dtype", "prompt", "chat", "seed", "max_new_tokens", "lang", "strategy",
+            "top_k", "step"} <= set(writes[0])
+    assert (writes[0]["model"], writes[0]["device"], writes[0]["max_new_tokens"], writes[0]["step"]) == (
+        folder, "auto", "3", "1")
 
-    sidebar_writes.clear()
-    by_menu(at, "beam_tree")
-    assert len(sidebar_writes) <= 1, sidebar_writes      # what the switch brought back may already be whole
-
+    writes.clear()
+    at.sidebar.number_input(key="seed").set_value(7).run()       # a whole run again
+    assert not at.exception, at.exception
+    assert len(writes) == 1 and writes[0]["seed"] == "7" and writes[0]["max_new_tokens"] == "3", writes
