@@ -113,8 +113,7 @@ def model_controls() -> tuple:
         return model_now, {}
     if st.query_params.get("server") and not offers_served():
         st.caption(t("served.not_offered"))
-    for key in ("server", "served_model"):      # a copied link names a server only while one is chosen
-        st.query_params.pop(key, None)
+    sync_url(server=None, served_model=None)      # a copied link names a server only while one is chosen
     model = st.text_input(t("common.model"), value=model_now, key="model",
                           placeholder=_empty_box_means(), help=t("common.model_help"))
     devices = ["auto", "cpu"] + [d for d, ok in (("cuda", _cuda()), ("mps", _mps())) if ok]
@@ -146,11 +145,8 @@ def server_controls() -> None:
                             placeholder="http://127.0.0.1:8000", help=t("served.address_help"))
     name = st.text_input(t("served.model_name"), value=url_value("served_model", ""), key="served_model",
                          help=t("served.model_name_help"))
-    for key, value in (("server", address), ("served_model", name)):
-        if value:
-            sync_url(**{key: value})
-        else:              # an empty value is left out of the address (the URL memory skips empty ones)
-            st.query_params.pop(key, None)
+    # an empty value is left out of the address (the URL memory skips empty ones)
+    sync_url(server=address or None, served_model=name or None)
     if st.button(t("served.connect"), key="served_connect", icon="🔌", help=t("served.connect_help")):
         try:
             server = Server.connect(address, name.strip() or None, timeout=CONNECT_TIMEOUT_S)
