@@ -28,6 +28,7 @@ from engine import DecodeConfig, LoadedModel, Trace
 from engine.service import request_key, shared_service
 from figures.labels import for_markdown, visible
 from ui.i18n import t
+from ui.settings import send_gathered
 
 S = st.session_state
 SHOW_AFTER_SECONDS = 1.0        # a decode expected to finish sooner draws nothing
@@ -131,6 +132,7 @@ class _Watch:
     def _draw(self, fraction: float, left: float) -> None:
         now = time.perf_counter()
         if self.box is None:
+            send_gathered()       # the address this run has written so far goes out before its Stop button does
             self._clear_notice()
             self.box = st.empty()
             with self.box.container(border=True):

@@ -331,6 +331,15 @@ def one_address_write():
                 pass
 
 
+def send_gathered() -> None:
+    """Send the address writes this run has gathered so far, now, and go on gathering: before a long decode,
+    whose Stop would end the run before its one write (a link copied after a Stop then had the old settings)."""
+    gathered = st.session_state.get(_GATHERED)
+    if gathered:
+        st.query_params.from_dict(_overlaid(gathered))
+        gathered.clear()
+
+
 def _overlaid(gathered: dict) -> dict:
     address = {key: text for key, text in st.query_params.to_dict().items() if gathered.get(key, "") is not None}
     address.update({key: text for key, text in gathered.items() if text is not None})

@@ -107,3 +107,36 @@ def test_a_run_writes_the_address_once(tiny_llama_folder, monkeypatch):
     at.sidebar.number_input(key="seed").set_value(7).run()       # a whole run again
     assert not at.exception, at.exception
     assert len(writes) == 1 and writes[0]["seed"] == "7" and writes[0]["max_new_tokens"] == "3", writes
+
+
+def test_a_decode_stopped_midway_has_written_the_address_before_its_stop_button(tiny_llama_folder, monkeypatch):
+    """The run's one address write comes at its end, and a Stop ends it early: so the settings gathered so far go
+    out as the progress box (with Stop) first appears, or a link copied after a Stop would have the old ones."""
+    from streamlit.runtime.state.query_params import QueryParams
+
+    _, folder = tiny_llama_folder
+    monkeypatch.setattr(progress, "SHOW_AFTER_SECONDS", 0.0)
+    draw = progress._Watch._draw
+
+    def stop_pressed(self, fraction, left):
+        if self.box is not None:           # Stop is on screen since the first draw: the reader presses it
+            get_script_run_ctx().script_requests.request_stop()
+        draw(self, fraction, left)
+
+    monkeypatch.setattr(progress._Watch, "_draw", stop_pressed)
+    sent, send = [], QueryParams._send_query_param_msg
+
+    def spy(self):
+        send(self)                         # a write Streamlit refused (the run already stopping) raises here
+        sent.append(dict(self._query_params))
+
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", spy)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["model"] = folder
+    for key, value in {**LINK, "prompt": "A prompt no other test decodes"}.items():   # no result kept to reuse
+        at.query_params[key] = value
+    at.switch_page("pages/beam_tree.py").run()
+    assert "beam_trace" not in at.session_state          # the search was stopped
+    assert sent, "nothing reached the address"
+    assert (sent[-1]["num_beams"], sent[-1]["max_new_tokens"], sent[-1]["model"]) == ("5", "9", folder), sent
+    assert {"seed", "chat", "lang", "device", "prompt"} <= set(sent[-1]), sent
