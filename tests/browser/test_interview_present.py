@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from browser_helpers import act, assert_no_exception, open_page, screenshot
+from browser_helpers import act, assert_no_exception, open_page, screenshot, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,9 +47,11 @@ def test_interview_in_both_languages(page, server):
         page.get_by_role("tab", name=interview["tab_cards"]).click()
         page.get_by_text(interview["kind_scenario"]).first.wait_for()
         screenshot(page, f"interview_{lang}_cards")
-    # the language stays when moving on through the sidebar menu (the title is drawn before the model works)
+    # the language stays when moving on through the sidebar menu: the page is drawn in it, and the address has it
+    # once the run has ended (a run writes the address once, at its end)
     page.locator('[data-testid="stSidebarNav"] a', has_text=texts("zh", "nav")["kv_cache"]).click()
     page.get_by_role("heading", name=texts("zh", "kv")["title"]).wait_for()
+    wait_idle(page)
     assert query(page.url).get("lang") == "zh"
 
 
