@@ -14,7 +14,7 @@ from ui.present import main_chart, shortcut, stage
 from ui.progress import stopped_note, watched_decode
 from ui.results import keep_or_stop
 from ui.served import served_badge, served_limits, served_trace, with_badge
-from ui.settings import bounds, read, sync_url
+from ui.settings import bounds, read, rerun, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import LIGHT_NEW_TOKENS, connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config
@@ -130,7 +130,7 @@ def _play_tick() -> bool:
     if playing:
         if S["beam_upto"] >= last:
             S["beam_playing"] = False
-            st.rerun()
+            rerun()
         S["beam_upto"] += 1
     return playing
 
@@ -190,7 +190,7 @@ def _hypotheses(live_lp: float) -> None:
         st.warning(t("beam.needs_search", lp=f"{live_lp:g}", reason=reason))
         if uploaded is None and st.button(t("beam.new_search", lp=f"{live_lp:g}"), key="beam_new_search", icon="🔁"):
             S["beam_search_lp"] = live_lp
-            st.rerun()
+            rerun()
     elif abs(live_lp - trace.config.length_penalty) > 1e-9:
         st.success(t("beam.same_survivors", lp=f"{live_lp:g}"))
 
@@ -199,7 +199,7 @@ def _hypotheses(live_lp: float) -> None:
 def tree_panel():
     """The tree and what moves it: Play's ticks, the step slider and the live length penalty rerun only this."""
     if S.pop("beam_whole_page", False):
-        st.rerun()                  # Play or Pause: the page around changes too
+        rerun()                  # Play or Pause: the page around changes too
     _controls(_play_tick())
     slot = stage()
     live_lp = st.slider(t("beam.rerank_lp"), *bounds("rerank_lp"), step=0.1, key="rerank_lp",

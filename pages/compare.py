@@ -12,7 +12,7 @@ from ui.page import open_page
 from ui.present import main_chart, stage
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
 from ui.results import keep_or_stop, show_error
-from ui.settings import DEFAULT_LANES, LANES, bounds, read, sync_url
+from ui.settings import DEFAULT_LANES, LANES, bounds, read, rerun, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import LIGHT_NEW_TOKENS, model_facts_panel
 from ui.strategy import make_config
@@ -172,7 +172,7 @@ if shown:
     jump = render_what_happened(focus_trace, key_prefix="cmp_wh")
     if jump is not None and longest > 1 and jump + 1 != S.get("cmp_step"):
         S["cmp_step_pending"] = min(max(int(jump) + 1, 1), longest)
-        st.rerun()
+        rerun()
 
 st.divider()
 focus_name = st.selectbox(t("compare.export_lane"), [name for _, name, _ in shown], key="cmp_export_lane")

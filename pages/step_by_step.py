@@ -16,7 +16,7 @@ from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, presenting, shortcut, upcoming_chart
 from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
-from ui.settings import read, sync_url
+from ui.settings import read, rerun, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config, step_caption, strategy_controls
@@ -116,9 +116,9 @@ def _rerun_panel():
     """Run the stepper's fragment again; on a run of the whole page, the whole page (Streamlit allows
     scope="fragment" only during a fragment's own rerun)."""
     try:
-        st.rerun(scope="fragment")
+        rerun(scope="fragment")
     except StreamlitAPIException:
-        st.rerun()
+        rerun()
 
 
 def branch_label(i: int) -> str:
@@ -151,7 +151,7 @@ def _play_tick() -> bool:
         S["sbs_last_tick"] = time.monotonic()
         if not stepper.next():
             S["sbs_playing"] = False
-            st.rerun()
+            rerun()
     return playing
 
 
@@ -314,7 +314,7 @@ def _panels(trace, fig) -> None:
 def stepper_panel():
     """The step on screen and what moves it: Next, Back, a branch and Play's ticks rerun only this fragment."""
     if S.pop("sbs_whole_page", False):
-        st.rerun()                        # Play, Pause or the loop-escape button: the page around changes too
+        rerun()                        # Play, Pause or the loop-escape button: the page around changes too
     playing = _play_tick()
     if S.get("sbs_error"):
         show_error(S.pop("sbs_error"))

@@ -28,7 +28,7 @@ from engine import DecodeConfig, LoadedModel, Trace
 from engine.service import request_key, shared_service
 from figures.labels import for_markdown, visible
 from ui.i18n import t
-from ui.settings import send_gathered
+from ui.settings import rerun, send_gathered
 
 S = st.session_state
 SHOW_AFTER_SECONDS = 1.0        # a decode expected to finish sooner draws nothing
@@ -249,4 +249,4 @@ def stopped_note(name: str) -> None:
     if cols[1].button(t("common.resume"), key=f"_resume_button_{name}", icon="▶"):
         S.pop(f"_held_{name}", None)
         S.pop(f"_partial_{name}", None)
-        st.rerun()
+        rerun()

@@ -340,6 +340,13 @@ def send_gathered() -> None:
         gathered.clear()
 
 
+def rerun(scope: str = "app") -> None:
+    """st.rerun, after sending the address writes gathered so far: the next run starts from the address this
+    run has sent, and would not see what it only gathered (a page switch's settings brought back, say)."""
+    send_gathered()
+    st.rerun(scope=scope)
+
+
 def _overlaid(gathered: dict) -> dict:
     address = {key: text for key, text in st.query_params.to_dict().items() if gathered.get(key, "") is not None}
     address.update({key: text for key, text in gathered.items() if text is not None})

@@ -140,3 +140,28 @@ def test_a_decode_stopped_midway_has_written_the_address_before_its_stop_button(
     assert sent, "nothing reached the address"
     assert (sent[-1]["num_beams"], sent[-1]["max_new_tokens"], sent[-1]["model"]) == ("5", "9", folder), sent
     assert {"seed", "chat", "lang", "device", "prompt"} <= set(sent[-1]), sent
+
+
+def _gathers_then_reruns(rerun_with):
+    import streamlit as st
+
+    from ui import settings
+
+    with settings.one_address_write():
+        if "again" not in st.session_state:
+            st.session_state["again"] = True
+            settings.sync_url(seen="1")        # gathered, not yet sent
+            getattr(settings, rerun_with)() if rerun_with == "rerun" else st.rerun()
+        st.write(f"the address has seen={st.query_params.get('seen')}")
+
+
+@pytest.mark.parametrize("rerun_with", ["rerun", "st.rerun"])
+def test_a_rerun_asked_for_mid_run_starts_from_the_address_gathered_so_far(rerun_with):
+    at = AppTest.from_function(_gathers_then_reruns, args=(rerun_with,))
+    at.run()
+    assert not at.exception, at.exception
+    shown = at.markdown[0].value
+    if rerun_with == "rerun":           # ui.settings.rerun: what the run gathered reaches the next run
+        assert shown == "the address has seen=1", shown
+    else:                               # st.rerun alone: the next run starts from the address as last sent
+        assert shown == "the address has seen=None", shown
