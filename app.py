@@ -26,7 +26,6 @@ PAGES = [
 ]
 
 
-
 def _start() -> None:
     """The root address: a landing that says what the app is, with a link to each page at its own address
     (/<file stem>). An address at the root that carries settings (an old link) opens the first page with them."""

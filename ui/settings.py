@@ -323,12 +323,12 @@ def one_address_write():
     try:
         yield
     finally:
-        gathered = st.session_state.pop(_GATHERED, None) or {}
-        if gathered:
-            try:
-                st.query_params.from_dict(_overlaid(gathered))
-            except ScriptControlException:     # a Stop or a new run came first: that run writes the address anew
-                pass
+        try:
+            send_gathered()
+        except ScriptControlException:     # a Stop or a new run came first: that run writes the address anew
+            pass
+        finally:
+            st.session_state.pop(_GATHERED, None)
 
 
 def send_gathered() -> None:

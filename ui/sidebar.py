@@ -55,8 +55,7 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
     prompt = prompt_within_limit(prompt, model)
     settings = SharedSettings(model=model, prompt=prompt, chat=chat, seed=int(seed), max_new_tokens=int(max_new),
                               lang=language())
-    # the sidebar's settings in one write (one entry in the browser's history); a pasted book does not belong in
-    # an address bar or a share link
+    # the sidebar's settings in one call; a pasted book does not belong in an address bar or a share link
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang,
              prompt=linkable(prompt), **placement)
     return settings
