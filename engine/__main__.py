@@ -20,9 +20,8 @@ from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKEN
                      DecodeConfig, draft_spec)
 from .errors import ConfigError, DecodeScopeError
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
-from .cli_input import MAX_PROMPT_FILE, read_text_file
+from .cli_input import MAX_PROMPT_FILE, check_argument_text, read_text_file
 from .output import say_error, write_file, write_stdout
-from .tokens import unpaired_surrogate
 
 if TYPE_CHECKING:                   # for annotations only: the trace's module is imported where a decode runs
     from .trace import Trace
@@ -276,15 +275,8 @@ def read_prompt_file(path: str) -> str:
 def check_prompt_text(prompt: str) -> None:
     """A prompt from the command line that is not text: a byte that was not UTF-8 (Python keeps it as a
     lone surrogate) or a lone surrogate typed as an escape. Named here, before the model loads."""
-    bad = unpaired_surrogate(prompt)
-    if bad is None:
-        return
-    code = ord(prompt[bad])
-    if 0xDC80 <= code <= 0xDCFF:          # how Python keeps an undecodable byte of an argument
-        raise ConfigError("prompt", f"--prompt: is not UTF-8 text (byte 0x{code - 0xDC00:02X} at character "
-                                    f"{bad + 1:,}); check the terminal's encoding, or use --prompt-file")
-    raise ConfigError("prompt", f"--prompt: character {bad + 1:,} is {prompt[bad]!a}, half of a UTF-16 pair, "
-                                "not text; remove it")
+    check_argument_text(prompt, flag="--prompt", field="prompt",
+                        hint="check the terminal's encoding, or use --prompt-file")
 
 
 def check_json_target(path: str | None) -> None:

@@ -18,6 +18,8 @@ STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p",
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
+MAX_VOCAB = 2**20        # 1,048,576 tokens: the largest real vocabularies hold about 262,000; a file may claim no more
+MAX_MODEL_NAME_BYTES = 255   # a model or draft model name: no longer than a file name may be
 MAX_BEAMS = 32
 MAX_TOP_N = 200
 GRAMMAR_KINDS = ("json_schema", "regex", "choices", "lark")
@@ -195,6 +197,15 @@ class DecodeConfig:
         draft_spec(self.draft)
 
 
+def check_model_name(name: str, field: str = "model") -> None:
+    """A model or draft model name no longer than a file name may be (MAX_MODEL_NAME_BYTES): a longer one is no
+    folder, and the file system would refuse it with an error of its own. Raises ConfigError naming `field`."""
+    size = len(str(name).encode("utf-8", "surrogatepass"))
+    if size > MAX_MODEL_NAME_BYTES:
+        raise ConfigError(field, f"{field}: a model name of {size:,} bytes ('{str(name)[:40]}…'); a name is at most "
+                                 f"{MAX_MODEL_NAME_BYTES} bytes, the longest a file name may be")
+
+
 def draft_spec(spec: str) -> tuple:
     """(kind, value) of a draft such as 'early-exit:2' -> ('early-exit', 2), 'model:NAME' -> ('model', 'NAME');
     raises ConfigError naming 'draft'."""
@@ -204,6 +215,7 @@ def draft_spec(spec: str) -> tuple:
         raise ConfigError("draft", f"draft: '{str(spec)[:60]}' is not a draft; write early-exit:L (the first L "
                                    "layers), prompt-lookup:N (an n-gram of up to N tokens) or model:NAME")
     if kind == "model":
+        check_model_name(value, "draft")
         return kind, value
     try:
         number = int(value)

@@ -15,7 +15,6 @@ mask), the best tokens it removed, and the mask itself, packed.
 from __future__ import annotations
 
 import json
-import re
 import weakref
 
 import numpy as np
@@ -24,6 +23,8 @@ from transformers import LogitsProcessor
 
 from .config import GRAMMAR_KINDS, MAX_CHOICES
 from .errors import ConfigError
+from .json_schema import check_output, parse_schema
+from .linear_match import fullmatch
 from .model import LoadedModel
 from .trace import GrammarStep, StageToken
 from .trace.mask import pack_mask
@@ -49,17 +50,6 @@ def parse_choices(text: str) -> list:
     if len(choices) > MAX_CHOICES:
         _bad(f"{len(choices)} choices; at most {MAX_CHOICES}")
     return choices
-
-
-def parse_schema(text: str):
-    """The JSON Schema held in the config, parsed; a text that is not JSON is named with where it breaks."""
-    try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as exc:
-        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
-    if not isinstance(schema, dict | bool):
-        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}")
-    return schema
 
 
 def grammar_source(kind: str, text: str) -> str:
@@ -221,29 +211,24 @@ def grammar_record(token_texts, received: torch.Tensor, allowed: torch.Tensor, a
 
 
 def output_check(kind: str, text: str, output: str) -> tuple:
-    """(valid, why) for a decoded output, checked without the grammar library: JSON parsed and validated
-    by jsonschema, a regex by Python's re (when it reads the pattern), a choice by equality. A Lark grammar
-    has no second checker here: (None, why)."""
+    """(valid, why) for a decoded output, checked a second time: JSON parsed and validated by jsonschema, a
+    regex by the grammar library's matcher over the output's bytes, a choice by equality. A Lark grammar has
+    no second checker here: (None, why). No pattern from the user or a file reaches Python's re, which
+    backtracks (engine.linear_match), and no schema reference reaches outside the schema (engine.json_schema)."""
     if kind == "json_schema":
-        import jsonschema
-
         try:
             value = json.loads(output)
         except json.JSONDecodeError as exc:
             return False, f"not JSON ({exc.msg} at character {exc.pos + 1})"
         try:
-            jsonschema.validate(value, parse_schema(text))
-        except jsonschema.ValidationError as exc:
-            return False, f"JSON, but not of the schema ({exc.message[:200]})"
-        except jsonschema.SchemaError:
-            return None, "JSON; the schema itself is not one jsonschema reads"
-        return True, "JSON that matches the schema"
+            schema = parse_schema(text)
+        except ConfigError as exc:
+            return None, "JSON; " + str(exc).removeprefix("grammar: ")
+        return check_output(schema, value)
     if kind == "regex":
-        try:
-            pattern = re.compile(text)
-        except re.error:
-            return None, "Python's re does not read this pattern; not checked a second time"
-        ok = pattern.fullmatch(output) is not None
+        ok = fullmatch(text, output)
+        if ok is None:
+            return None, "the grammar library does not read this pattern, or gave up on it; not checked a second time"
         return ok, "the pattern matches the whole text" if ok else "the pattern does not match the whole text"
     if kind == "choices":
         ok = output in parse_choices(text)

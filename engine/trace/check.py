@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, STAGE_NAMES
+from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, STAGE_NAMES
 from ..errors import TraceFormatError, quoted
 from ..served.numbers import LEARNT, NUMBERS
 from .mask import unpack_mask
@@ -71,6 +71,7 @@ class _Checker:
 
     def run(self) -> None:
         self.facts()
+        self.schema()
         prompt = self.trace.prompt_token_ids
         most = self.trace.model_facts.get("context_length") or MAX_PROMPT_TOKENS
         if len(prompt) > most:
@@ -96,9 +97,22 @@ class _Checker:
         self.served()
         vocab = self.trace.model_facts.get("vocab_size")
         if vocab is not None:
-            if vocab < 1:
-                _fail(f"model fact 'vocab_size' must be at least 1, got {vocab}")
+            if not 1 <= vocab <= MAX_VOCAB:       # masks and counts are sized by it: bound it before any is read
+                _fail(f"model fact 'vocab_size' is {vocab:,}; a vocabulary has 1 to {MAX_VOCAB:,} tokens")
             self.vocab = vocab
+
+    def schema(self) -> None:
+        """A file's JSON schema read as the CLI and the page read one (nesting, true/false, references outside
+        it): a page checks the file's output against it, and nothing it names may be fetched."""
+        if self.config.grammar_kind != "json_schema":
+            return
+        from ..errors import ConfigError
+        from ..json_schema import parse_schema
+
+        try:
+            parse_schema(self.config.grammar)
+        except ConfigError as exc:
+            _fail(f"its {exc}")
 
     def served(self) -> None:
         """A served trace's facts: each key the pages read of its type and within its bounds; a trace from

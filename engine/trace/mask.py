@@ -1,7 +1,8 @@
 """A grammar's mask in a trace: the allowed set as one bit per token, compressed, as base64 text.
 
 A mask of 49,152 tokens is 6 KB of bits, and far less compressed (allowed tokens come in runs); reading
-one back is bounded by the vocabulary size, whatever the file claims.
+one back inflates at most one mask's bytes for a vocabulary of at most MAX_VOCAB tokens, whatever the file
+claims: 250 KB of zlib can otherwise claim a gigabyte of bits per step.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import zlib
 import numpy as np
 import torch
 
+from ..config import MAX_VOCAB
+
 
 def pack_mask(allowed: torch.Tensor) -> str:
     """[V] bool -> text for a trace: the bits packed little-endian, zlib-compressed, base64."""
@@ -20,7 +23,10 @@ def pack_mask(allowed: torch.Tensor) -> str:
 
 
 def unpack_mask(text: str, vocab_size: int) -> torch.Tensor:
-    """The inverse of pack_mask; raises ValueError for text that does not unpack to exactly vocab_size bits."""
+    """The inverse of pack_mask; raises ValueError for text that does not unpack to exactly vocab_size bits,
+    or for a vocabulary over MAX_VOCAB tokens (inflating stops at the bytes that size allows)."""
+    if not 1 <= vocab_size <= MAX_VOCAB:
+        raise ValueError(f"a mask over a vocabulary of {vocab_size:,} tokens; at most {MAX_VOCAB:,}")
     try:
         raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):

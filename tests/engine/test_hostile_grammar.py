@@ -1,0 +1,221 @@
+"""Constrained decoding against hostile input: traces whose vocabulary and masks claim too much, patterns that
+make a backtracking matcher run for ever, schemas that reach outside themselves, nest without end or are
+true/false, model names longer than a file name, grammar flags that are not UTF-8.
+
+Each is refused with one line (the reader's sentence, or the CLI's `error:` line, the same words as the
+page's), costs little memory, keeps the process answering, and opens no connection.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import tracemalloc
+
+import pytest
+
+import hostile_traces
+from cli_helpers import assert_one_error_line, cli_in_process
+from engine import ConfigError, DecodeConfig, Trace, TraceFormatError, decode
+from engine.grammar import output_check, parse_schema
+
+PROMPT = "The capital of France is"
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def constrained(llama):
+    trace = decode(llama, PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=6, grammar_kind="choices",
+                                               grammar='["Paris, the capital", "London"]'))
+    assert len(trace.steps) >= 2 and all(s.grammar is not None for s in trace.steps)
+    return trace
+
+
+# ---- what a trace file claims -------------------------------------------------------------------
+def test_every_hostile_constrained_file_is_refused_with_one_sentence(constrained):
+    cases = hostile_traces.refused_structured(constrained)
+    wrong = []
+    for case in cases:
+        try:
+            Trace.from_json(case.payload)
+        except TraceFormatError as exc:
+            message = str(exc)
+            if not all(w in message for w in case.words) or "\n" in message or len(message) > 300:
+                wrong.append((case.name, message))
+        else:
+            wrong.append((case.name, "accepted"))
+    assert not wrong, wrong
+
+
+def peak_bytes(read) -> int:
+    """The most memory Python and numpy held at once while `read()` ran (tracemalloc sees both)."""
+    tracemalloc.start()
+    try:
+        read()
+    except TraceFormatError:
+        pass
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def test_a_hostile_constrained_file_costs_under_512_mib_more_than_a_normal_one(constrained):
+    """The claim of a billion tokens made each mask 125 MB of bits, inflated and unpacked to 2 GB per step."""
+    normal = constrained.to_json().encode()
+    baseline = peak_bytes(lambda: Trace.from_json(normal))
+    costs = {case.name: (peak_bytes(lambda p=case.payload: Trace.from_json(p)) - baseline) / MIB
+             for case in hostile_traces.refused_structured(constrained)}
+    assert max(costs.values()) < 512, costs
+
+
+def test_a_mask_is_never_inflated_past_the_vocabulary_ceiling():
+    from engine.config import MAX_VOCAB
+    from engine.trace.mask import unpack_mask
+
+    bomb = hostile_traces.mask_bomb(hostile_traces.CLAIMED_VOCAB // 8)
+    peak = peak_bytes(lambda: pytest.raises(ValueError, unpack_mask, bomb, hostile_traces.CLAIMED_VOCAB))
+    assert MAX_VOCAB == 1_048_576 and peak < 2 * MIB, peak
+
+
+# ---- patterns that would backtrack for ever ---------------------------------------------------------
+N = 5000          # Python's re tries about 2**N ways for (a+)+$ over N a's and a b
+CATASTROPHIC = [  # (kind, grammar, output, valid), each answer worked out by hand
+    ("regex", "(a+)+$", "a" * N + "b", False),
+    ("regex", "(a+)+$", "a" * N, True),
+    ("regex", "(a|aa)+c", "a" * N, False),
+    ("json_schema", {"type": "string", "pattern": "^(a+)+$"}, "a" * N + "b", False),
+    ("json_schema", {"type": "string", "pattern": "(x+x+)+y"}, "x" * N + "y", True),
+    # the key "aaa" matches, so its value must be a whole number; the long key matches nothing
+    ("json_schema", {"type": "object", "patternProperties": {"^(a+)+$": {"type": "integer"}}},
+     {"a" * N + "b": 1, "aaa": "x"}, False),
+    ("json_schema", {"type": "object", "properties": {}, "patternProperties": {"^(x+x+)+y$": {}},
+                     "additionalProperties": False}, {"x" * N: 1}, False),
+]
+
+
+def test_catastrophic_patterns_are_checked_while_another_thread_keeps_ticking():
+    """Python's re holds the GIL through all 2**5000 ways; the grammar library's matcher reads each byte once."""
+    ticks, done = [0], threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    results = []
+
+    def check():
+        for kind, grammar, output, _ in CATASTROPHIC:
+            text = grammar if kind == "regex" else json.dumps(grammar)
+            results.append(output_check(kind, text, output if kind == "regex" else json.dumps(output))[0])
+
+    ticker, checker = threading.Thread(target=tick, daemon=True), threading.Thread(target=check, daemon=True)
+    ticker.start()
+    checker.start()
+    start = ticks[0]
+    checker.join()
+    during = ticks[0] - start
+    done.set()
+    ticker.join()
+    assert results == [valid for *_, valid in CATASTROPHIC]
+    assert during >= 1, "the other thread never ran while the patterns were checked"
+
+
+def test_a_pattern_the_matcher_does_not_read_is_not_handed_to_python_re(monkeypatch):
+    import re
+
+    def no_re(*args, **kwargs):
+        raise AssertionError("a pattern from the user reached Python's re")
+
+    for name in ("compile", "search", "match", "fullmatch"):
+        monkeypatch.setattr(re, name, no_re)
+    assert output_check("regex", "(a)\\1", "aa")[0] is None                     # a backreference
+    schema = json.dumps({"type": "string", "pattern": "(?=a)a"})               # a lookahead
+    assert output_check("json_schema", schema, '"a"')[0] is None
+
+
+# ---- schemas: references, nesting, true/false -----------------------------------------------------
+@pytest.mark.parametrize("name", list(hostile_traces.schema_cases("http://127.0.0.1:9")))
+def test_each_hostile_schema_is_refused_with_one_line(name):
+    schema, words = hostile_traces.schema_cases("http://127.0.0.1:9")[name]
+    with pytest.raises(ConfigError) as info:
+        parse_schema(hostile_traces.schema_text(schema))
+    assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_schema_of_64_levels_is_read_and_65_is_refused():
+    def nested(levels):      # each {"items": ...} is one level; the innermost {} is the last
+        return '{"items": ' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+    assert parse_schema(nested(64))
+    with pytest.raises(ConfigError, match="nested more than 64 levels"):
+        parse_schema(nested(65))
+
+
+def test_local_references_still_resolve():
+    schema = json.dumps({"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}})
+    assert output_check("json_schema", schema, "[1, 2]")[0] is True
+    assert output_check("json_schema", schema, '[1, "x"]')[0] is False
+
+
+def attempt(check):
+    """check()'s answer, or the exception it raised (as the answer (None, its text)), so that every place is
+    tried before any assertion."""
+    try:
+        return check()
+    except Exception as exc:         # noqa: BLE001 - a traceback is one of the outcomes compared
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def test_no_schema_reference_reaches_the_socket(capsys, monkeypatch, tmp_path, tiny_llama_folder, constrained):
+    """Every place a schema is read, handed a $ref to a listening socket: the CLI flag, an uploaded trace, the
+    output check, and jsonschema's registry on its own (the schema's own check left out). No connection first,
+    then each place's one line."""
+    from engine.json_schema import OUTSIDE, check_output
+
+    with hostile_traces.Listener() as listener:
+        ref = {"type": "object", "properties": {"a": {"$ref": f"{listener.address}/a.json"}}}
+        path = tmp_path / "schema.json"
+        path.write_text(json.dumps(ref))
+        result = cli_in_process(capsys, monkeypatch, "--prompt", PROMPT, "--json-schema", str(path),
+                                "--max-new-tokens", "4", model=tiny_llama_folder[1])
+        data = constrained.to_dict()
+        data["config"].update(grammar_kind="json_schema", grammar=json.dumps(ref))
+        try:
+            upload = str(Trace.from_json(json.dumps(data)))
+        except TraceFormatError as exc:
+            upload = str(exc)
+        checked = [attempt(lambda: output_check("json_schema", json.dumps(ref), '{"a": 1}')),
+                   attempt(lambda: check_output({"$ref": f"{listener.address}/x.json"}, 1))]
+    assert listener.connections == 0
+    assert_one_error_line(result, f"grammar: {OUTSIDE}")
+    assert OUTSIDE in upload, upload
+    assert [valid for valid, _ in checked] == [None, None] and all(OUTSIDE in why for _, why in checked), checked
+
+
+# ---- the command line: names and flags --------------------------------------------------------------
+LONG_NAME = "m" * 256          # one byte more than a file name may be
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", LONG_NAME], ["model: a model name of 256 bytes", "at most 255 bytes"]),
+    (["--strategy", "speculative", "--draft", f"model:{LONG_NAME}"],
+     ["draft: a model name of 256 bytes", "at most 255 bytes"]),
+    (["--regex", "caf\udce9"], ["--regex", "not UTF-8", "0xE9", "character 4"]),
+    (["--choices", "yes,caf\udce9"], ["--choices", "not UTF-8", "0xE9", "character 8"]),
+    (["--regex", "smile \ud83d"], ["--regex", "character 7", "UTF-16"]),
+])
+def test_a_hostile_flag_gives_one_line(capsys, monkeypatch, args, words):
+    result = cli_in_process(capsys, monkeypatch, "--prompt", PROMPT, *args)
+    assert_one_error_line(result, *words)
+
+
+@pytest.mark.parametrize("name", list(hostile_traces.schema_cases("http://127.0.0.1:9")))
+def test_a_hostile_schema_file_gives_the_same_line_as_the_engine(capsys, monkeypatch, tmp_path, name):
+    schema, words = hostile_traces.schema_cases("http://127.0.0.1:9")[name]
+    path = tmp_path / "schema.json"
+    path.write_text(hostile_traces.schema_text(schema))
+    result = cli_in_process(capsys, monkeypatch, "--prompt", PROMPT, "--json-schema", str(path))
+    with pytest.raises(ConfigError) as info:
+        parse_schema(hostile_traces.schema_text(schema))
+    assert_one_error_line(result, words, str(info.value))
