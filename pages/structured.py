@@ -114,6 +114,8 @@ if config.strategy != "beam" and stop_reason(trace) == "max_tokens":
     st.error(t("structured.stopped_max", n=config.max_new_tokens))
 elif valid is False:
     st.error(t("structured.not_valid", why=for_markdown(why)))
+elif valid is None:
+    st.info(t("structured.unchecked", why=for_markdown(why)))
 else:
     st.success(t("structured.valid", why=for_markdown(why)))
 
