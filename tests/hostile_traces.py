@@ -243,10 +243,28 @@ def refused_structured(constrained, address: str = PIXEL) -> list:
     case("mask-too-long", grammar(0, mask="A" * 300_000), "step 1", "mask", "300,000 characters")
     case("mask-removed-flood", grammar(0, removed=[{"token_id": 1, "text": "x", "prob": 0.0}] * 5000),
          "step 1, grammar", "5,000 removed tokens")
+    case("prompt-flood-under-a-claimed-context", lambda data: data.update(
+        prompt_token_ids=[1] * 140_000, model_facts=dict(data["model_facts"], context_length=10**9)),
+        "140,000 tokens", "131,072")
     for name, (schema, words) in schema_cases(address).items():
         case(f"{name}-in-file", lambda data, s=schema: data["config"].update(grammar_kind="json_schema",
                                                                            grammar=schema_text(s)), words)
     return cases
+
+
+def at_the_ceiling(constrained) -> bytes:
+    """The heaviest constrained trace the reader accepts: 1,024 steps, each with a mask over a vocabulary of
+    2**20 tokens (the ceiling), every one of them allowed. Reading it inflates 1,024 masks of 128 KiB."""
+    d = constrained.to_dict()
+    steps = 1024
+    full = base64.b64encode(zlib.compress(b"\xff" * (2**20 // 8), 9)).decode("ascii")
+    first = d["steps"][0]
+    first["grammar"].update(mask=full, allowed=2**20, forced=False, removed=[])
+    d["model_facts"]["vocab_size"] = 2**20
+    d["config"]["max_new_tokens"] = steps
+    d["steps"] = [dict(copy.deepcopy(first), index=i) for i in range(steps)]
+    d["sequences"] = [dict(d["sequences"][0], token_ids=[first["chosen_ids"][0]] * steps, node_id=None)]
+    return _dump(d)
 
 
 def _with_stage(**changes):
