@@ -26,6 +26,7 @@ from .errors import ConfigError
 from .json_schema import check_output, parse_schema
 from .linear_match import fullmatch
 from .model import LoadedModel
+from .tokens import unpaired_surrogate
 from .trace import GrammarStep, StageToken
 from .trace.mask import pack_mask
 
@@ -45,6 +46,9 @@ def parse_choices(text: str) -> list:
         choices = None
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
         _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]")
+    if any(unpaired_surrogate(c) is not None for c in choices):
+        _bad("a choice holds an unpaired surrogate (a \\ud800-style escape that is not half of a character), "
+             "which is not text")
     if not choices or any(not c for c in choices):
         _bad("a choice list needs at least one choice, and no empty one")
     if len(choices) > MAX_CHOICES:
@@ -231,7 +235,10 @@ def output_check(kind: str, text: str, output: str) -> tuple:
             return None, "the grammar library does not read this pattern, or gave up on it; not checked a second time"
         return ok, "the pattern matches the whole text" if ok else "the pattern does not match the whole text"
     if kind == "choices":
-        ok = output in parse_choices(text)
+        try:
+            ok = output in parse_choices(text)
+        except ConfigError as exc:        # a file's list that is not one
+            return None, str(exc).removeprefix("grammar: ")
         return ok, "one of the choices" if ok else "none of the choices"
     return None, "a Lark grammar: the matcher accepted it"
 

@@ -36,6 +36,9 @@ def parse_schema(text: str):
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
         _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+    if not _is_text(schema):
+        _bad("the JSON schema holds an unpaired surrogate (a \\ud800-style escape that is not half of a "
+             "character), which is not text")
     if schema is True:
         _bad("the JSON schema true allows every JSON value, so it constrains nothing; write what the output must "
              "be, like {\"type\": \"object\"}")
@@ -48,6 +51,16 @@ def parse_schema(text: str):
         _bad(f"{OUTSIDE} ({outside[0]} {json.dumps(outside[1][:80], ensure_ascii=False)}); "
              "a reference must start with #, like \"#/$defs/item\"")
     return schema
+
+
+def _is_text(value) -> bool:
+    """Whether every text in a parsed JSON value is real Unicode (JSON can carry a lone surrogate as an escape,
+    which the grammar library and UTF-8 cannot hold)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def outside_reference(schema) -> tuple | None:

@@ -139,9 +139,36 @@ def test_no_schema_reference_reaches_the_socket(capsys, monkeypatch, tmp_path, t
             upload = str(exc)
         checked = [attempt(lambda: output_check("json_schema", json.dumps(ref), '{"a": 1}')),
                    attempt(lambda: check_output({"$ref": f"{listener.address}/x.json"}, 1))]
+        library = attempt(lambda: grammar_library_reads(ref))      # the grammar library, handed it directly
     assert listener.connections == 0
     assert_one_error_line(result, f"grammar: {OUTSIDE}")
     assert OUTSIDE in upload, upload
     assert [valid for valid, _ in checked] == [None, None] and all(OUTSIDE in why for _, why in checked), checked
+    assert "does not fetch" in library, library
 
 
+def grammar_library_reads(schema) -> str:
+    """What llguidance says of a schema it is handed without our check: its error, or '' when it reads it."""
+    from llguidance import LLMatcher
+
+    from engine.linear_match import byte_tokenizer
+
+    return LLMatcher.validate_grammar(LLMatcher.grammar_from_json_schema(schema), byte_tokenizer())
+
+
+
+
+@pytest.mark.parametrize("kind, text, output, words", [
+    ("json_schema", '{"enum": ["\\ud800"]}', '"yes"', "unpaired surrogate"),
+    ("choices", '["\\udc80", "yes"]', "yes", "unpaired surrogate"),
+    ("choices", "not a list", "yes", "JSON list of strings"),
+])
+def test_a_grammar_that_is_not_text_or_not_its_kind_is_named_not_raised(kind, text, output, words):
+    """A lone surrogate escaped in JSON parses, but neither UTF-8 nor the grammar library can hold it: one line
+    before any decode, and an uploaded trace's output check answers 'not checked' instead of raising."""
+    from engine.grammar import check_grammar
+
+    with pytest.raises(ConfigError, match=words):
+        check_grammar(kind, text)
+    valid, why = output_check(kind, text, output)
+    assert valid is None and words in why, why
