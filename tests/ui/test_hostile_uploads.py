@@ -246,6 +246,24 @@ def test_a_draft_model_name_longer_than_a_file_name_gets_one_line(tiny_llama_fol
     assert on_screen(at) == live
 
 
+def test_a_model_name_longer_than_a_file_name_gets_one_line(tiny_llama_folder):
+    """The CLI's line for --model, inside the page's message; the model used before stays, and so does the result."""
+    from engine.config import check_model_name
+    from engine.errors import ConfigError
+
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "structured")
+    live = on_screen(at)
+    name = "m" * 256
+    at.text_input(key="model").input(name).run()
+    with pytest.raises(ConfigError) as engine_line:
+        check_model_name(name)
+    assert not at.exception, at.exception
+    errors = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in at.error]
+    assert len(errors) == 1 and str(engine_line.value) in errors[0], errors
+    assert on_screen(at) == live
+
+
 @pytest.mark.parametrize("page", list(UPLOADERS))
 def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, page):
     _, folder = tiny_llama_folder
