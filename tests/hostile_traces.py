@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import zlib
 from dataclasses import dataclass
@@ -181,6 +182,7 @@ def refused_speculative(spec) -> list:
 CLAIMED_VOCAB = 10**9              # a vocabulary no model has: its mask is 125,000,000 bytes of bits
 
 
+@functools.cache
 def mask_bomb(inflated: int) -> str:
     """A mask as a trace holds one (zlib, base64) that inflates to `inflated` zero bytes: about 1,000 to 1."""
     deflate, chunk, parts = zlib.compressobj(9), bytes(1 << 20), []

@@ -4,7 +4,11 @@ decoding and Structured output (AppTest, tiny random Llama).
 Each refused file (tests/hostile_traces.py) must give one message naming the problem, raise
 no exception, and leave the live result on screen as it was. Each whole file that carries
 markup (image links to a tracking address, <img>, **bold**, $x$) is shown, and no element
-that renders Markdown or HTML holds that markup unescaped.
+that renders Markdown or HTML holds that markup unescaped; a whole file of another kind (a
+beam search on Speculative decoding) gets one line, and the live result stays under it.
+Structured output also gets constrained files that claim too much (memory measured per
+upload), a catastrophic pattern, and hostile schemas in its box; Speculative decoding a draft
+model name longer than a file name.
 """
 from __future__ import annotations
 
