@@ -45,6 +45,17 @@ def answer_logprob(lm, prompt_ids: list, token_ids: list, dist: Distribution, co
     return total
 
 
+def _no_end_at_depth(lm, tree: AnswerTree, token_ids: tuple) -> float:
+    """log(1 - p(end | prefix)) for a prefix of `depth` tokens: the tree's cut outcome (0 for a shorter one)."""
+    import math
+
+    if len(token_ids) < tree.settings.depth:
+        return 0.0
+    end = answer_logprob(lm, tree.prompt_ids, token_ids, tree.settings.distribution, True) - \
+        answer_logprob(lm, tree.prompt_ids, token_ids, tree.settings.distribution, False)
+    return math.log1p(-math.exp(end)) if end < 0 else -math.inf
+
+
 def parse_beams(text: str) -> list:
     """'1,4,8' -> [1, 4, 8]: beam widths, each 1..MAX_BEAMS, at most 6."""
     try:
@@ -61,9 +72,11 @@ def land(lm, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> La
     dist = tree.settings.distribution
     logprob = answer_logprob(lm, tree.prompt_ids, token_ids, dist, complete)
     found = complete and any(a.token_ids == token_ids for a in tree.answers)
+    if not complete:      # the outcome is the prefix of `depth` tokens that does not end there
+        logprob += _no_end_at_depth(lm, tree, token_ids)
     rank = tree.rank_of(logprob) if complete else 0
     return Landing(name, token_ids, _text(lm, token_ids), complete, logprob, rank, found,
-                   complete and logprob >= _log(tree.ledger.bound))
+                   complete and tree.beyond_reach(logprob))
 
 
 def landings(lm, prompt: str, tree: AnswerTree, chat: bool, beams: list) -> list:
@@ -79,11 +92,5 @@ def landings(lm, prompt: str, tree: AnswerTree, chat: bool, beams: list) -> list
         trace = decode(lm, prompt, config)
         ids = list(trace.best.token_ids)
         complete = bool(ids) and ids[-1] in ends
-        out.append(land(lm, tree, name, ids[:-1] if complete else ids, complete))
+        out.append(land(lm, tree, name, ids[:-1] if complete else ids[:tree.settings.depth], complete))
     return out
-
-
-def _log(x: float) -> float:
-    import math
-
-    return math.log(x) if x > 0 else -math.inf

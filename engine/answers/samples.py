@@ -96,8 +96,13 @@ def summarise(lm, tokens, complete, logprob, n, seed) -> SampleSummary:
     for t, c, lp in zip(tokens, complete, logprob):
         exact[(tuple(t), c)] = lp
     outcomes = [Outcome(ids, _text(lm, ids), c, exact[(ids, c)], k) for (ids, c), k in counts.items()]
-    outcomes.sort(key=lambda o: (-o.count, -o.logprob))
+    return summarise_outcomes(outcomes, n, seed)
+
+
+def summarise_outcomes(outcomes: list, n: int, seed: int) -> SampleSummary:
+    """The summary of distinct outcomes with their counts (also what a file's samples are read into)."""
+    outcomes = sorted(outcomes, key=lambda o: (-o.count, -o.logprob))
     seen_once = sum(1 for o in outcomes if o.count == 1)
     unsampled = max(0.0, 1.0 - sum(math.exp(o.logprob) for o in outcomes))
-    return SampleSummary(samples=n, seed=int(seed), outcomes=tuple(outcomes), good_turing=seen_once / n,
+    return SampleSummary(samples=n, seed=int(seed), outcomes=tuple(outcomes), good_turing=seen_once / max(n, 1),
                          unsampled=unsampled)

@@ -18,6 +18,7 @@ model's true top k among answers of at most `depth` tokens (`AnswerTree.certifie
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import time
@@ -105,17 +106,29 @@ class Ledger:
         return self.answers + self.open_prefixes + self.cut_at_depth + self.left_out
 
 
+def ledger_of(nodes, answers) -> Ledger:
+    """The ledger, worked out from the nodes and answers alone (a tree read from a file is never taken at its
+    word): every node not expanded is an open prefix."""
+    open_masses = [n.mass for n in nodes if not n.expanded]
+    return Ledger(answers=sum(a.prob for a in answers), open_prefixes=sum(open_masses),
+                  cut_at_depth=sum(n.cut for n in nodes), left_out=sum(n.left_out for n in nodes),
+                  bound=max(open_masses + [n.best_left_out for n in nodes] + [0.0]))
+
+
 @dataclass(frozen=True)
 class AnswerTree:
     prompt_ids: tuple
     settings: TreeSettings
     nodes: tuple              # Prefix, by id (the root is 0)
     answers: tuple            # Answer, most probable first
-    ledger: Ledger
     expansions: int           # prefixes expanded (rows of forward passes)
     passes: int               # forward passes, the prompt's included
     seconds: float
     stopped: bool = False     # ended early by the caller (the page's Stop)
+
+    @functools.cached_property
+    def ledger(self) -> Ledger:
+        return ledger_of(self.nodes, self.answers)
 
     def certified(self, k: int) -> bool:
         """True when the top k answers found are the top k of every answer of at most `depth` tokens."""
@@ -133,6 +146,11 @@ class AnswerTree:
             out.append(self.nodes[node_id])
             node_id = self.nodes[node_id].parent
         return out[::-1]
+
+    def beyond_reach(self, logprob: float) -> bool:
+        """True when an answer this probable is at least the bound: no answer not found can beat it, so its
+        rank among the answers found is its rank among every answer of at most `depth` tokens."""
+        return self.ledger.bound <= 0 or logprob >= math.log(self.ledger.bound)
 
     def rank_of(self, logprob: float) -> int:
         """1 + the number of answers found that are more probable (ties within 1e-9 in log count as equal)."""
@@ -210,12 +228,8 @@ def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, pr
         if progress is not None:
             progress(expansions / settings.budget, f"{expansions:,} of {settings.budget:,} prefixes expanded")
     answers.sort(key=lambda a: -a.logprob)
-    open_mass = sum(nodes[i].mass for _, i in frontier)
-    bound = max([nodes[i].mass for _, i in frontier] + [n.best_left_out for n in nodes])
-    ledger = Ledger(answers=sum(a.prob for a in answers), open_prefixes=open_mass,
-                    cut_at_depth=sum(n.cut for n in nodes), left_out=sum(n.left_out for n in nodes), bound=bound)
     return AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes), answers=tuple(answers),
-                      ledger=ledger, expansions=expansions, passes=prompt.passes,
+                      expansions=expansions, passes=prompt.passes,
                       seconds=time.perf_counter() - t0, stopped=stopped)
 
 
