@@ -178,6 +178,7 @@ def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, pr
         raise ConfigError("model", "model: has no end-of-text token, so no answer can end")
     end_index = torch.tensor(ends)
     prompt = PromptCache(lm, prompt_ids)
+    kept_rows = prompt.fits_window(settings.depth)
     nodes: list = [Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)]
     paths: dict = {0: ()}
     frontier = [(-0.0, 0)]           # (-log m, id) of prefixes not expanded
@@ -191,6 +192,8 @@ def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, pr
         batch = [heapq.heappop(frontier)[1] for _ in range(min(take, len(frontier)))]
         if batch == [0]:
             logits = prompt.logits
+        elif kept_rows:
+            logits = prompt.expand([(i, paths[i][-1], _ancestors(nodes, i)) for i in batch], settings.budget)
         else:
             logits = prompt.logits_after([paths[i] for i in batch])
         rows = [list(prompt_ids) + list(paths[i]) for i in batch]
@@ -231,6 +234,16 @@ def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, pr
     return AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes), answers=tuple(answers),
                       expansions=expansions, passes=prompt.passes,
                       seconds=time.perf_counter() - t0, stopped=stopped)
+
+
+def _ancestors(nodes: list, node_id: int) -> list:
+    """The ids of a node's ancestors below the root, from the root's child down to its parent."""
+    out = []
+    node = nodes[node_id].parent
+    while node > 0:
+        out.append(node)
+        node = nodes[node].parent
+    return out[::-1]
 
 
 def _expanded(node: Prefix, end_prob, left, cut, best_out, h, v) -> Prefix:

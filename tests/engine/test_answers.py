@@ -191,3 +191,16 @@ def test_samples_follow_the_distribution(small):
 def test_settings_out_of_range_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         TreeSettings(**{field: value}).check()
+
+
+def test_kept_rows_give_a_plain_forward_pass_on_both_architectures(tiny):
+    """Every node's path mass, on Llama and GPT-2 (kept keys and values gathered per row, one new token a row),
+    equals the sum over a plain forward pass of prompt + path; so does a tree grown without kept rows."""
+    prompt = tiny.tokenizer("The capital of")["input_ids"]
+    tree = grow_tree(tiny, prompt, TreeSettings(depth=4, budget=40, branch=3, batch=6))
+    with torch.inference_mode():
+        for node in [n for n in tree.nodes if n.depth >= 2][:: 7]:
+            path = [n.token_id for n in tree.path(node.id)]
+            logits = tiny.model(input_ids=torch.tensor([prompt + path])).logits[0].double()
+            want = sum(torch.log_softmax(logits[len(prompt) - 1 + i], -1)[t].item() for i, t in enumerate(path))
+            assert node.logprob == pytest.approx(want, abs=1e-4)
