@@ -160,7 +160,7 @@ if run.samples is not None:
         t("answers.col_answer"): (visible(o.text) if o.text else t("answers.empty"))
         + ("" if o.complete else " …"),
         t("answers.col_prob"): math.exp(o.logprob),
-        t("answers.col_rank"): tree.rank_of(o.logprob) if o.complete else None,
+        t("answers.col_rank"): str(tree.rank_of(o.logprob)) if o.complete else "–",
     } for o in s.outcomes[:60]]), hide_index=True, width="stretch",
         column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3e")})
     st.caption(t("answers.samples_caption", depth=tree.settings.depth))

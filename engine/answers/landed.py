@@ -71,7 +71,10 @@ def land(lm, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> La
     token_ids = tuple(token_ids)
     dist = tree.settings.distribution
     logprob = answer_logprob(lm, tree.prompt_ids, token_ids, dist, complete)
-    found = complete and any(a.token_ids == token_ids for a in tree.answers)
+    same = next((a for a in tree.answers if a.token_ids == token_ids), None) if complete else None
+    found = same is not None
+    if found:                 # the same answer: one number for it on the page, the tree's
+        logprob = same.logprob
     if not complete:      # the outcome is the prefix of `depth` tokens that does not end there
         logprob += _no_end_at_depth(lm, tree, token_ids)
     rank = tree.rank_of(logprob) if complete else 0

@@ -11,7 +11,7 @@ from engine.answers import TreeSettings
 from engine.answers.run import explore
 
 pytestmark = pytest.mark.bundled
-PROMPT = "What is 2+2? Reply with the number only."
+PROMPT = "What is the capital of France? Answer in one word."   # greedy: 7 tokens and the end
 
 
 def test_greedy_and_beam_answers_are_in_the_tree_with_their_traces_probability(bundled):
@@ -29,5 +29,7 @@ def test_greedy_and_beam_answers_are_in_the_tree_with_their_traces_probability(b
     landed = {x.strategy: x for x in run.landings}
     greedy_ids = tuple(greedy.best.token_ids[:-1])
     assert landed["greedy"].found and landed["greedy"].logprob == pytest.approx(found[greedy_ids], abs=1e-4)
-    assert landed["beam 4"].rank == 1 + sum(1 for lp in found.values() if lp > landed["beam 4"].logprob + 1e-9)
+    order = [a.token_ids for a in run.tree.answers]     # a strategy's answer found in the tree has its row's rank
+    assert landed["greedy"].rank == order.index(greedy_ids) + 1
+    assert landed["beam 4"].rank == order.index(tuple(beam.best.token_ids[:-1])) + 1
     assert run.tree.ledger.total == pytest.approx(1, abs=1e-9)
