@@ -87,15 +87,26 @@ ledger = tree.ledger
 if stopped or tree.stopped:
     st.warning(t("answers.stopped", n=f"{tree.expansions:,}", budget=f"{tree.settings.budget:,}"))
 
+def share(x: float) -> str:
+    """A probability as a percentage, with the digits that tell a tiny one from 0 and a near-certain one from 1."""
+    if x < 1e-4:
+        return f"{x:.2e}"
+    if 1 - 1e-4 < x < 1:
+        return t("answers.near_one", rest=f"{1 - x:.2e}")
+    return f"{x:.2%}"
+
+
 # ---- the ledger ----------------------------------------------------------------------------------
-st.caption(t("answers.which_distribution", what=t("answers.about_" + tree.settings.distribution.kind),
-             detail=tree.settings.distribution.describe()))
+shown = tree.settings.distribution
+detail = t("answers.detail_model") if shown.kind == "model" else \
+    t("answers.detail_sampler", temperature=f"{shown.temperature:g}", top_p=f"{shown.top_p:g}")
+st.caption(t("answers.which_distribution", what=t("answers.about_" + shown.kind), detail=detail))
 m1, m2, m3, m4 = st.columns(4)
-m1.metric(t("answers.m_answers"), f"{ledger.answers:.2%}", help=t("answers.m_answers_help"))
-m2.metric(t("answers.m_prefixes"), f"{ledger.prefixes:.2%}", help=t("answers.m_prefixes_help",
-                                                                     open=f"{ledger.open_prefixes:.2%}",
-                                                                     cut=f"{ledger.cut_at_depth:.2%}"))
-m3.metric(t("answers.m_left_out"), f"{ledger.left_out:.2%}", help=t("answers.m_left_out_help"))
+m1.metric(t("answers.m_answers"), share(ledger.answers), help=t("answers.m_answers_help"))
+m2.metric(t("answers.m_prefixes"), share(ledger.prefixes), help=t("answers.m_prefixes_help",
+                                                                     open=share(ledger.open_prefixes),
+                                                                     cut=share(ledger.cut_at_depth)))
+m3.metric(t("answers.m_left_out"), share(ledger.left_out), help=t("answers.m_left_out_help"))
 m4.metric(t("answers.m_total"), f"{ledger.total:.6f}", help=t("answers.m_total_help"))
 
 labels = {k: t("answers.kind_" + k) for k in ("answer", "prefix", "open", "left_out", "cut", "small")}
@@ -132,7 +143,7 @@ st.dataframe(table, hide_index=True, width="stretch",
 if tree.answers:
     top = tree.answers[0]
     st.markdown(t("answers.mode_share", text=for_markdown(visible(top.text)) if top.text else t("answers.empty"),
-                  p=f"{top.prob:.3%}", covered=f"{ledger.answers:.2%}"))
+                  p=share(top.prob), covered=share(ledger.answers)))
 
 # ---- where each strategy lands ---------------------------------------------------------------------
 st.subheader(t("answers.landed"))
@@ -151,10 +162,10 @@ if run.samples is not None:
     s = run.samples
     st.subheader(t("answers.samples_header", n=s.samples))
     q1, q2, q3 = st.columns(3)
-    q1.metric(t("answers.unsampled_exact"), f"{s.unsampled:.2%}", help=t("answers.unsampled_exact_help"))
-    q2.metric(t("answers.good_turing"), f"{s.good_turing:.2%}",
+    q1.metric(t("answers.unsampled_exact"), share(s.unsampled), help=t("answers.unsampled_exact_help"))
+    q2.metric(t("answers.good_turing"), share(s.good_turing),
               help=t("answers.good_turing_help", n1=s.seen_once, n=s.samples))
-    q3.metric(t("answers.tree_outside"), f"{1 - ledger.answers:.2%}", help=t("answers.tree_outside_help"))
+    q3.metric(t("answers.tree_outside"), share(1 - ledger.answers), help=t("answers.tree_outside_help"))
     st.dataframe(pd.DataFrame([{
         t("answers.col_count"): o.count,
         t("answers.col_answer"): (visible(o.text) if o.text else t("answers.empty"))

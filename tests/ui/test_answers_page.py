@@ -14,12 +14,19 @@ pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("na
 SMALL = {"wa_depth": 3, "wa_budget": 24, "wa_branch": 3, "wa_samples": 8}
 
 
+def number(shown: str) -> float:
+    """A probability as the page writes it: '12.34%', '3.10e-05' or '1 − 2.00e-05'."""
+    if shown.startswith("1 − "):
+        return 1 - float(shown[4:])
+    return float(shown[:-1]) / 100 if shown.endswith("%") else float(shown)
+
+
 def test_ledger_table_and_figure_agree_with_the_engine(tiny_loads):
     at = open_app("answers", params=SMALL)
     want = explore(tiny_llama(), PROMPT, TreeSettings(depth=3, budget=24, branch=3), beams=(1, 4), samples=8)
     en = texts("answers")
     metrics = {m.label: m.value for m in at.metric}
-    shown = [float(metrics[en[k]].rstrip("%")) / 100 for k in ("m_answers", "m_prefixes", "m_left_out")]
+    shown = [number(metrics[en[k]]) for k in ("m_answers", "m_prefixes", "m_left_out")]
     ledger = want.tree.ledger
     assert shown == pytest.approx([ledger.answers, ledger.prefixes, ledger.left_out], abs=6e-5)
     assert sum(shown) == pytest.approx(1, abs=2e-4)
