@@ -80,7 +80,7 @@ def icicle(tree, labels: dict, min_mass: float = 0.002) -> go.Figure:
         fig.add_trace(go.Bar(
             x=[b[0] for b in bars], y=[b[2] for b in bars], base=[b[1] for b in bars], width=0.96,
             name=labels[kind], marker=dict(color=COLOURS[kind], line=dict(color="white", width=0.5)),
-            text=text, textposition="inside", insidetextanchor="middle", textangle=0,
+            text=text, textposition="inside", insidetextanchor="middle", textangle=0, textfont=dict(size=12),
             hovertext=hover, hoverinfo="text", cliponaxis=False))
     depth = tree.settings.depth
     fig.update_xaxes(title=labels["column"], tickmode="linear", dtick=1, range=[0.5, depth + 1.5])

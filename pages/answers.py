@@ -50,7 +50,7 @@ widths = tuple(sorted(int(b) for b in beams))
 tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist)
 
 # ---- a saved run, or a new one -----------------------------------------------------------------
-uploaded = st.file_uploader(t("answers.open_file"), type=["json"], key="wa_upload", help=t("answers.open_file_help"))
+uploaded = box.file_uploader(t("answers.open_file"), type=["json"], key="wa_upload", help=t("answers.open_file_help"))
 run, stopped = None, False
 if uploaded is not None:
     memo = st.session_state.get("_wa_read")
