@@ -1,21 +1,26 @@
 """Whole answers' run on a page: the tree grown with a progress bar, and kept when the run is stopped.
 
-Any click (Streamlit's own Stop, or a setting changed) makes Streamlit end the page's run at its next element
-update, here the progress bar's. The tree's progress callback catches that, lets the search end where it is,
-keeps the tree so far under the session's id (the stopped run may no longer touch session state) and lets
-the stop go on; the next run of the page shows the kept tree, said to be stopped, until the settings change.
+Any click (the Stop button, Streamlit's own Stop, or a setting changed) makes Streamlit end the page's run
+at its next element update, here the progress bar's. The tree's progress callback catches that, lets the
+search end where it is, keeps the tree so far under the session's id (the stopped run may no longer touch
+session state) and lets the stop go on; the next run of the page shows the kept tree, said to be stopped,
+until the settings change. The ledger so far, drawn as the tree grows, stays on screen after a stop.
 """
 from __future__ import annotations
 
 import threading
+import time
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
 from engine.answers.run import AnswersRun, explore
+from figures.labels import for_markdown, visible
 from ui.i18n import t
 
 _KEPT: dict = {}          # session id -> (identity, the run stopped early)
+MAX_KEPT = 64             # sessions whose stopped run is kept (the oldest goes first)
+REDRAW_SECONDS = 0.5      # the ledger so far is redrawn at most this often
 _LOCK = threading.Lock()
 
 
@@ -35,16 +40,23 @@ def kept(identity: tuple) -> AnswersRun | None:
 
 def explore_watched(lm, prompt: str, settings, chat: bool, beams, samples: int, seed: int,
                     identity: tuple) -> AnswersRun:
-    """explore() with a progress bar; a stop keeps the tree so far (see the module's docstring)."""
+    """explore() with a progress bar, the ledger so far and a Stop button; a stop keeps the tree so far (see the
+    module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run."""
     session = _session()
     bar = st.progress(0.0, text=t("answers.growing"))
+    live = st.empty()
+    st.button(t("answers.stop"), key="wa_stop", icon="⏹️", help=t("answers.stop_help"))   # a click stops the run
     interrupted: list = []
+    drawn = [0.0]
 
-    def progress(fraction: float, line: str) -> None:
+    def progress(fraction: float, line: str, snapshot) -> None:
         if interrupted:
             return
         try:
             bar.progress(min(fraction, 1.0), text=t("answers.growing_n", line=line))
+            if time.monotonic() - drawn[0] >= REDRAW_SECONDS:
+                drawn[0] = time.monotonic()
+                live.markdown(so_far(snapshot()))
         except ScriptControlException as exc:
             interrupted.append(exc)
 
@@ -52,9 +64,21 @@ def explore_watched(lm, prompt: str, settings, chat: bool, beams, samples: int, 
                   should_stop=lambda: bool(interrupted), progress=progress)
     if interrupted:
         with _LOCK:
+            while len(_KEPT) >= MAX_KEPT:
+                _KEPT.pop(next(iter(_KEPT)))
             _KEPT[session] = (identity, run)
         raise interrupted[0]
     with _LOCK:
         _KEPT.pop(session, None)
     bar.empty()
+    live.empty()
     return run
+
+
+def so_far(tree) -> str:
+    """One line: the ledger of the tree so far and its most likely answer."""
+    led = tree.ledger
+    best = tree.answers[0] if tree.answers else None
+    text = (for_markdown(visible(best.text)) if best.text else t("answers.empty")) if best else "–"
+    return t("answers.so_far", answers=f"{led.answers:.3g}", prefixes=f"{led.prefixes:.3g}",
+             left=f"{led.left_out:.3g}", best=text, p=f"{best.prob:.3g}" if best else "–")

@@ -171,7 +171,7 @@ def end_ids(lm) -> tuple:
 def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, progress=None) -> AnswerTree:
     """Expand the most probable prefixes first, `settings.batch` per forward pass, until the budget of
     expansions is spent or nothing is left to expand. should_stop(): polled between passes (Stop keeps the
-    tree so far); progress(fraction, line): after each pass."""
+    tree so far); progress(fraction, line, snapshot): after each pass, snapshot() being the tree so far."""
     settings.check()
     t0 = time.perf_counter()
     dist, ends = settings.distribution, end_ids(lm)
@@ -230,10 +230,16 @@ def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, pr
             nodes[node_id] = _expanded(node, math.exp(end_lp), left, cut, best_out, h[row].item(), v[row].item())
         expansions += len(batch)
         if progress is not None:
-            progress(expansions / settings.budget, f"{expansions:,} of {settings.budget:,} prefixes expanded")
-    answers.sort(key=lambda a: -a.logprob)
-    return AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes), answers=tuple(answers),
-                      expansions=expansions, passes=prompt.passes,
+            progress(expansions / settings.budget, f"{expansions:,} of {settings.budget:,} prefixes expanded",
+                     functools.partial(_tree, prompt_ids, settings, nodes, answers, expansions, prompt.passes, t0,
+                                       True))
+    return _tree(prompt_ids, settings, nodes, answers, expansions, prompt.passes, t0, stopped)
+
+
+def _tree(prompt_ids, settings, nodes, answers, expansions, passes, t0, stopped) -> AnswerTree:
+    """The tree as it stands: between two passes every node is either expanded or open, so its ledger adds up."""
+    return AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes),
+                      answers=tuple(sorted(answers, key=lambda a: -a.logprob)), expansions=expansions, passes=passes,
                       seconds=time.perf_counter() - t0, stopped=stopped)
 
 
