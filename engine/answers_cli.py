@@ -11,8 +11,8 @@ BITS = math.log(2)
 
 
 def add_answers_arguments(p) -> None:
-    from .answers.samples import MAX_SAMPLES
-    from .answers.tree import MAX_BATCH, MAX_BRANCH, MAX_BUDGET, MAX_DEPTH
+    from .config import (MAX_ANSWER_DEPTH as MAX_DEPTH, MAX_ANSWER_SAMPLES as MAX_SAMPLES, MAX_TREE_BATCH as MAX_BATCH,
+                         MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGET)
 
     p.add_argument("--depth", type=int, default=8, help=f"tokens an answer may have before its end (1..{MAX_DEPTH})")
     p.add_argument("--budget", type=int, default=200, help=f"prefixes expanded, one row of a forward pass each "

@@ -19,7 +19,7 @@ from .distribution import next_logprobs
 from .passes import PromptCache
 from .tree import TreeSettings, _text, end_ids
 
-MAX_SAMPLES = 256
+from ..config import MAX_ANSWER_SAMPLES as MAX_SAMPLES  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,8 @@ from ..errors import ConfigError
 from .distribution import Distribution, entropy_and_varentropy, next_logprobs
 from .passes import PromptCache
 
-MAX_DEPTH = 64          # tokens an answer may have
-MAX_BUDGET = 5000       # expansions: rows of forward passes
-MAX_BRANCH = 64         # children kept per node
-MAX_BATCH = 64          # prefixes expanded by one forward pass
+from ..config import MAX_ANSWER_DEPTH as MAX_DEPTH, MAX_TREE_BATCH as MAX_BATCH  # noqa: E402
+from ..config import MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGET  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ enumerated with plain forward passes (no cache, no batching), probabilities comp
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -204,3 +205,25 @@ def test_kept_rows_give_a_plain_forward_pass_on_both_architectures(tiny):
             logits = tiny.model(input_ids=torch.tensor([prompt + path])).logits[0].double()
             want = sum(torch.log_softmax(logits[len(prompt) - 1 + i], -1)[t].item() for i, t in enumerate(path))
             assert node.logprob == pytest.approx(want, abs=1e-4)
+
+
+def test_each_step_records_the_varentropy_of_its_distribution(llama):
+    """A decode's steps carry H and V of the model's distribution, as a plain forward pass gives them (worked out
+    here in float64), and a trace read back keeps V (a trace without it reads as unknown, NaN)."""
+    from engine import DecodeConfig, Trace, decode
+
+    trace = decode(llama, "The capital of", DecodeConfig(max_new_tokens=3))
+    ids = list(trace.prompt_token_ids)
+    with torch.inference_mode():
+        for step in trace.steps:
+            p = torch.softmax(llama.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+            h = -(p * p.log()).sum().item()
+            v = (p * (p.log() + h) ** 2).sum().item()
+            assert step.entropy == pytest.approx(h, abs=1e-4) and step.varentropy == pytest.approx(v, abs=1e-4)
+            ids.append(step.chosen_ids[0])
+    again = Trace.from_json(trace.to_json())
+    assert [s.varentropy for s in again.steps] == pytest.approx([s.varentropy for s in trace.steps])
+    data = json.loads(trace.to_json())
+    for s in data["steps"]:
+        del s["varentropy"]
+    assert all(math.isnan(s.varentropy) for s in Trace.from_json(json.dumps(data)).steps)
