@@ -61,8 +61,10 @@ def tree_bars(tree, min_mass: float = 0.002) -> dict:
     return bars
 
 
-def icicle(tree, labels: dict, min_mass: float = 0.002) -> go.Figure:
-    """The tree, one column per token; labels: the translated words (kinds, axis titles, hover words)."""
+def icicle(tree, labels: dict, min_mass: float = 0.002, forks: dict | None = None) -> go.Figure:
+    """The tree, one column per token; labels: the translated words (kinds, axis titles, hover words, `groups`
+    with {n}); forks: node id -> how many answer groups lie below it (engine.answers.meaning.forks)."""
+    forks = forks or {}
     fig = go.Figure()
     nodes = tree.nodes
     for kind, bars in tree_bars(tree, min_mass).items():
@@ -76,6 +78,8 @@ def icicle(tree, labels: dict, min_mass: float = 0.002) -> go.Figure:
             extra = ""
             if node is not None and kind == "prefix" and math.isfinite(node.entropy):
                 extra = f"<br>H {node.entropy:.2f} · V {node.varentropy:.2f} {labels['nats']}"
+                if node.id in forks:
+                    extra += "<br>" + labels["groups"].format(n=forks[node.id])
             hover.append(f"{for_plotly(path) if path else '∅'}<br>{labels[kind]}: {height:.4g}{extra}")
         fig.add_trace(go.Bar(
             x=[b[0] for b in bars], y=[b[2] for b in bars], base=[b[1] for b in bars], width=0.96,

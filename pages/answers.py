@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine import DecodeScopeError, TraceFormatError
 from engine.answers import Distribution, TreeSettings
-from engine.answers.meaning import answer_entropy, count_entropy, group_entropy, normalise
+from engine.answers.meaning import answer_entropy, count_entropy, forks, group_entropy, normalise
 from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
@@ -112,7 +112,8 @@ m4.metric(t("answers.m_total"), f"{ledger.total:.6f}", help=t("answers.m_total_h
 labels = {k: t("answers.kind_" + k) for k in ("answer", "prefix", "open", "left_out", "cut", "small")}
 labels.update(column=t("answers.column"), mass=t("answers.mass"), nats=t("answers.nats"),
               title=t("answers.tree_title", n=f"{tree.expansions:,}", depth=tree.settings.depth))
-main_chart(icicle(tree, labels), "wa_tree", page.slot)
+labels["groups"] = t("answers.groups_below")
+main_chart(icicle(tree, labels, forks=forks(tree)), "wa_tree", page.slot)
 st.caption(t("answers.tree_caption"))
 
 # ---- the answers, ranked -------------------------------------------------------------------------

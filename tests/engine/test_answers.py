@@ -227,3 +227,17 @@ def test_each_step_records_the_varentropy_of_its_distribution(llama):
     for s in data["steps"]:
         del s["varentropy"]
     assert all(math.isnan(s.varentropy) for s in Trace.from_json(json.dumps(data)).steps)
+
+
+def test_forks_count_the_groups_of_answers_below_each_node():
+    """On a hand-built tree: the root sees two wordings, the branch whose answers differ only in case and
+    closing punctuation sees one."""
+    from types import SimpleNamespace
+
+    from engine.answers.meaning import forks
+    from engine.answers.tree import Answer, Prefix
+
+    nodes = (Prefix(0, -1, -1, "", 0, 0.0, True), Prefix(1, 0, 5, "Paris", 1, -0.1, True),
+             Prefix(2, 1, 6, ".", 2, -0.5, True), Prefix(3, 0, 7, "Rome", 1, -2.0, True))
+    answers = (Answer(1, (5,), "Paris", -0.3), Answer(2, (5, 6), "paris.", -0.9), Answer(3, (7,), "Rome", -2.5))
+    assert forks(SimpleNamespace(nodes=nodes, answers=answers)) == {0: 2, 1: 1, 2: 1, 3: 1}
