@@ -25,9 +25,9 @@ def test_the_mode_card_capital_question(bundled):
     assert prompt == CAPITAL
     tree, ledger = run.tree, run.tree.ledger
     mode = tree.answers[0]
-    # 'its most likely answer, certified, is the full sentence ... with less than 4 %'
+    # 'its most likely answer, certified, is the full sentence ... with about 4 %' (3.88 % in float32)
     assert mode.text == "The capital of France is Paris." and tree.certified_count >= 1
-    assert 0.01 < mode.prob < 0.04
+    assert 0.03 < mode.prob < 0.05
     # 'all the complete answers the tree finds add up to only a little more'
     assert mode.prob < ledger.answers < 1.25 * mode.prob
     # 'most of [the rest] in the tokens left out'
