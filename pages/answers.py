@@ -44,7 +44,7 @@ top_p = d3.slider(t("answers.top_p"), *bounds("wa_top_p"), key="wa_top_p", value
 beams = d4.multiselect(t("answers.beams"), ["2", "4", "8"], key="wa_beams", default=read("wa_beams"),
                        help=t("answers.beams_help"))
 sync_url(wa_depth=depth, wa_budget=budget, wa_branch=branch, wa_samples=samples, wa_dist=kind,
-         wa_temperature=temperature, wa_top_p=top_p, wa_beams=beams)
+         wa_temperature=temperature, wa_top_p=top_p, wa_beams=",".join(beams))
 dist = Distribution(kind, temperature, 0, top_p) if kind == "sampler" else Distribution()
 widths = tuple(sorted(int(b) for b in beams))
 tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist)

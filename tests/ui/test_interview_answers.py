@@ -84,6 +84,7 @@ def test_each_link_opens_its_page_on_the_settings_it_names(tiny_loads, lang):
         assert (state["wa_depth"], state["wa_budget"], state["wa_branch"]) == (8, 200, 6)
         assert state["wa_dist"] == "model" and state["wa_beams"] == params["wa_beams"].split(",")
         assert at.query_params.get("section") is None          # asked once, dropped once there
+        assert at.query_params["wa_beams"] == params["wa_beams"]  # the address the page leaves reproduces the view
         words = texts("answers", lang)
         placed = [m.value for m in at.markdown if any(words["beam_n"].format(n=n) in m.value for n in (2, 4, 8))]
         assert len(placed) == len(params["wa_beams"].split(",")), placed
