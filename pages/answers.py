@@ -15,7 +15,7 @@ from ui.answers_run import explore_watched, kept
 from ui.chart import show_figure
 from ui.i18n import t
 from ui.page import open_page, shared_model
-from ui.present import main_chart, sized
+from ui.present import main_chart, scroll_to_section, sized
 from ui.results import keep_or_stop, show_error
 from ui.settings import bounds, read, sync_url
 
@@ -44,7 +44,7 @@ top_p = d3.slider(t("answers.top_p"), *bounds("wa_top_p"), key="wa_top_p", value
 beams = d4.multiselect(t("answers.beams"), ["2", "4", "8"], key="wa_beams", default=read("wa_beams"),
                        help=t("answers.beams_help"))
 sync_url(wa_depth=depth, wa_budget=budget, wa_branch=branch, wa_samples=samples, wa_dist=kind,
-         wa_temperature=temperature, wa_top_p=top_p, wa_beams=beams)
+         wa_temperature=temperature, wa_top_p=top_p, wa_beams=",".join(beams))
 dist = Distribution(kind, temperature, 0, top_p) if kind == "sampler" else Distribution()
 widths = tuple(sorted(int(b) for b in beams))
 tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist)
@@ -117,7 +117,8 @@ main_chart(icicle(tree, labels, forks=forks(tree)), "wa_tree", page.slot)
 st.caption(t("answers.tree_caption"))
 
 # ---- the answers, ranked -------------------------------------------------------------------------
-st.subheader(t("answers.ranked"))
+st.subheader(t("answers.ranked"), anchor="ranked")
+scroll_to_section("ranked")          # a link that names this section lands here
 certified = tree.certified_count
 if certified:
     st.markdown(t("answers.certified", k=certified, depth=tree.settings.depth))
@@ -147,7 +148,8 @@ if tree.answers:
                   p=share(top.prob), covered=share(ledger.answers)))
 
 # ---- where each strategy lands ---------------------------------------------------------------------
-st.subheader(t("answers.landed"))
+st.subheader(t("answers.landed"), anchor="landed")
+scroll_to_section("landed")
 for x in run.landings:
     name = t("answers.greedy") if x.strategy == "greedy" else t("answers.beam_n", n=x.strategy.split()[-1])
     text = for_markdown(visible(x.text)) if x.text else t("answers.empty")
@@ -178,7 +180,8 @@ if run.samples is not None:
     st.caption(t("answers.samples_caption", depth=tree.settings.depth))
 
 # ---- uncertainty: of the next token, and of the answer -----------------------------------------------
-st.subheader(t("answers.uncertainty"))
+st.subheader(t("answers.uncertainty"), anchor="uncertainty")
+scroll_to_section("uncertainty")
 labels_map = {"entropy": t("answers.entropy_axis"), "varentropy": t("answers.varentropy_axis"),
               "map_title": t("answers.map_title")}
 show_figure(sized(uncertainty_map(tree, labels_map)), key="wa_map")
