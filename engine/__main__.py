@@ -1,4 +1,5 @@
-"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`, `python -m engine lens --prompt TEXT`.
+"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`, `python -m engine lens --prompt TEXT`,
+`python -m engine answers --prompt TEXT --depth 8 --budget 200`.
 
 `decode` prints a table (step, chosen token, its probability, the top 5 alternatives),
 with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
                      DecodeConfig, draft_spec)
 from .errors import ConfigError, DecodeScopeError
+from .answers_cli import add_answers_arguments, answers_main
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .cli_input import MAX_PROMPT_FILE, check_argument_text, read_text_file
 from .output import say_error, write_file, write_stdout
@@ -126,6 +128,10 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                           formatter_class=_Help)
     add_prompt_and_model(lens)
     lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
+    answers = sub.add_parser("answers", help="the most likely whole answers, the mass the tree holds, and where "
+                                             "greedy, beam search and samples land", formatter_class=_Help)
+    add_prompt_and_model(answers)
+    add_answers_arguments(answers)
     return parser
 
 
@@ -331,6 +337,13 @@ def lens_main(args) -> int:
     return 0
 
 
+def _load_for_answers(args):
+    from .model import load_model
+
+    check_json_target(args.json)
+    return load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
+
+
 def _served(args, config):
     """The decode on a server: the model, where it runs and its chat template are the server's business."""
     from .served import Server
@@ -452,6 +465,8 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         return say_error(DecodeScopeError("standard output is closed; nothing could be written"))
     if args.command == "lens":
         return lens_main(args)
+    if args.command == "answers":
+        return answers_main(args, read_prompt_file, check_prompt_text, _load_for_answers)
     try:
         trace = _run(args, _checked_config(args))
     except DecodeScopeError as exc:

@@ -33,6 +33,12 @@ VERIFY_MODES = ("greedy", "sample")     # how speculative decoding's target chec
 DEVICES = ("auto", "cpu", "cuda", "mps")                  # where a model runs (auto: a GPU when PyTorch sees one)
 DTYPES = ("auto", "float32", "bfloat16", "float16")       # its precision (auto: by device)
 MAX_NGRAM = 8
+# whole answers (engine/answers): the continuation tree's and the samples' limits
+MAX_ANSWER_DEPTH = 64       # tokens an answer may have
+MAX_TREE_BUDGET = 5000      # expansions: rows of forward passes
+MAX_TREE_BRANCH = 64        # children kept per node
+MAX_TREE_BATCH = 64         # prefixes expanded by one forward pass
+MAX_ANSWER_SAMPLES = 256
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
 MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
 

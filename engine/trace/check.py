@@ -170,6 +170,8 @@ class _Checker:
                 seen.add(cand.token_id)
             for name in ("entropy", "shaped_entropy"):
                 _at_least(getattr(step, name), 0.0, where, name)
+            if not math.isnan(step.varentropy):
+                _at_least(step.varentropy, 0.0, where, "varentropy")
             _share(step.removed_mass, where, "removed_mass")
             if step.kept_count < 0 or (self.vocab is not None and step.kept_count > self.vocab):
                 _fail(f"{where}: kept_count {step.kept_count:,} is not between 0 and the vocabulary size")

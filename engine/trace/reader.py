@@ -281,7 +281,13 @@ def _step(d) -> Step:
                 beam_node_ids=_each(d, "beam_node_ids", _int, default=[]),
                 seconds=_field(d, "seconds", _num, 0.0),
                 stages=_each(d, "stages", _stage, "stage", default=[]),
-                grammar=_field(d, "grammar", _grammar, None))
+                grammar=_field(d, "grammar", _grammar, None),
+                varentropy=_field(d, "varentropy", _unknown_or_num, None))
+
+
+def _unknown_or_num(value) -> float:
+    """A number, or null for one the trace does not know (NaN; not -inf as `_num` reads a null)."""
+    return math.nan if value is None else _num(value)
 
 
 def _node(d) -> Node:
