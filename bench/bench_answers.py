@@ -19,6 +19,7 @@ from engine import DecodeConfig, load_model
 from engine.answers import TreeSettings, grow_tree
 from engine.decoder import Decoder
 from engine.tokens import encode_prompt
+from engine import LoadedModel
 
 PROMPT = "What is the capital of France? Answer in one word."
 
@@ -27,7 +28,7 @@ def load() -> str:
     return "load %.2f/%.2f/%.2f" % os.getloadavg()
 
 
-def step_seconds(lm, steps: int = 24) -> float:
+def step_seconds(lm: LoadedModel, steps: int = 24) -> float:
     """The median seconds of one decode step after the prefill (one forward pass of one new token)."""
     dec = Decoder(lm, PROMPT, DecodeConfig(max_new_tokens=steps + 1, chat=True))
     dec.step()

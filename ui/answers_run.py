@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 from engine.answers.run import AnswersRun, explore
 from figures.labels import for_markdown, visible
 from ui.i18n import t
+from engine import LoadedModel
 
 _KEPT: dict = {}          # session id -> (identity, the run stopped early)
 _FLIGHTS: dict = {}       # session id -> (stop, done): the search a run of this session has under way
@@ -53,7 +54,7 @@ def let_go() -> None:
         flight[1].wait(LET_GO_SECONDS)
 
 
-def explore_watched(lm, prompt: str, settings, chat: bool, beams, samples: int, seed: int,
+def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, samples: int, seed: int,
                     identity: tuple) -> AnswersRun:
     """explore() with a progress bar, the ledger so far and a Stop button; a stop keeps the tree so far (see the
     module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run."""

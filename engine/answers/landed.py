@@ -16,6 +16,7 @@ from ..config import MAX_BEAMS, DecodeConfig
 from ..errors import ConfigError
 from .distribution import Distribution, next_logprobs
 from .tree import AnswerTree, _text, end_ids
+from ..model import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Landing:
     exact_rank: bool          # the rank is the model's own (the answer is at least the tree's bound)
 
 
-def answer_logprob(lm, prompt_ids: list, token_ids: list, dist: Distribution, complete: bool) -> float:
+def answer_logprob(lm: LoadedModel, prompt_ids: list, token_ids: list, dist: Distribution, complete: bool) -> float:
     """log P(answer) under `dist`: the sum of each token's log-probability given what comes before, plus
     log p(end) summed over the end ids when the answer is complete. One forward pass over prompt + answer."""
     ids = list(prompt_ids) + list(token_ids)
@@ -45,7 +46,7 @@ def answer_logprob(lm, prompt_ids: list, token_ids: list, dist: Distribution, co
     return total
 
 
-def _no_end_at_depth(lm, tree: AnswerTree, token_ids: tuple) -> float:
+def _no_end_at_depth(lm: LoadedModel, tree: AnswerTree, token_ids: tuple) -> float:
     """log(1 - p(end | prefix)) for a prefix of `depth` tokens: the tree's cut outcome (0 for a shorter one)."""
     import math
 
@@ -67,7 +68,7 @@ def parse_beams(text: str) -> list:
     return sorted(set(widths))
 
 
-def land(lm, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> Landing:
+def land(lm: LoadedModel, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> Landing:
     token_ids = tuple(token_ids)
     dist = tree.settings.distribution
     logprob = answer_logprob(lm, tree.prompt_ids, token_ids, dist, complete)
@@ -82,7 +83,7 @@ def land(lm, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> La
                    complete and tree.beyond_reach(logprob))
 
 
-def landings(lm, prompt: str, tree: AnswerTree, chat: bool, beams: list) -> list:
+def landings(lm: LoadedModel, prompt: str, tree: AnswerTree, chat: bool, beams: list) -> list:
     """Greedy's answer and each beam width's best answer, scored and ranked against the tree."""
     from ..strategies import decode
 

@@ -8,6 +8,7 @@ from ..tokens import encode_prompt
 from .landed import Landing, land, landings
 from .samples import SampleSummary, draw_samples
 from .tree import AnswerTree, TreeSettings, grow_tree
+from ..model import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class AnswersRun:
     seed: int = 0
 
 
-def explore(lm, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,), samples: int = 0,
-            seed: int = 0, should_stop=None, progress=None) -> AnswersRun:
+def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,),
+            samples: int = 0, seed: int = 0, should_stop=None, progress=None) -> AnswersRun:
     """The tree first (Stop keeps what it has), then greedy and the beams, then the samples."""
     settings.check()
     prompt_ids = encode_prompt(lm, prompt, chat, settings.depth + 1)

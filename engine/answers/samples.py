@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config import MAX_ANSWER_SAMPLES as MAX_SAMPLES
 from ..errors import ConfigError
+from ..model import LoadedModel
 from .distribution import next_logprobs
 from .passes import PromptCache
 from .tree import TreeSettings, _text, end_ids
-
-from ..config import MAX_ANSWER_SAMPLES as MAX_SAMPLES  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class SampleSummary:
         return sum(1 for o in self.outcomes if o.count == 1)
 
 
-def draw_samples(lm, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0) -> SampleSummary:
+def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0) -> SampleSummary:
     """n samples from the tree's distribution, drawn together one token a step with a seeded generator."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
         raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
@@ -89,7 +89,7 @@ def draw_samples(lm, prompt_ids: list, settings: TreeSettings, n: int, seed: int
     return summarise(lm, tokens, done, logprob, n, seed)
 
 
-def summarise(lm, tokens, complete, logprob, n, seed) -> SampleSummary:
+def summarise(lm: LoadedModel, tokens, complete, logprob, n, seed) -> SampleSummary:
     """Distinct outcomes with their counts; Good–Turing's estimate beside the exact unsampled mass."""
     counts = Counter((tuple(t), c) for t, c in zip(tokens, complete))
     exact = {}

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..config import MAX_ANSWER_DEPTH as MAX_DEPTH, MAX_TREE_BATCH as MAX_BATCH
+from ..config import MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGET
 from ..errors import ConfigError
+from ..model import LoadedModel
 from .distribution import Distribution, entropy_and_varentropy, next_logprobs
 from .passes import PromptCache
-
-from ..config import MAX_ANSWER_DEPTH as MAX_DEPTH, MAX_TREE_BATCH as MAX_BATCH  # noqa: E402
-from ..config import MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGET  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ class AnswerTree:
         return 1 + sum(1 for a in self.answers if a.logprob > logprob + 1e-6)
 
 
-def end_ids(lm) -> tuple:
+def end_ids(lm: LoadedModel) -> tuple:
     """Every id that ends an answer: the generation config's end ids (an instruct model's chat turn end is
     among them for SmolLM2 and Gemma) and the tokenizer's own end-of-text."""
     ids = set(int(i) for i in lm.eos_token_ids)
@@ -166,7 +166,8 @@ def end_ids(lm) -> tuple:
     return tuple(sorted(i for i in ids if 0 <= i < lm.facts.vocab_size))
 
 
-def grow_tree(lm, prompt_ids: list, settings: TreeSettings, should_stop=None, progress=None) -> AnswerTree:
+def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_stop=None,
+              progress=None) -> AnswerTree:
     """Expand the most probable prefixes first, `settings.batch` per forward pass, until the budget of
     expansions is spent or nothing is left to expand. should_stop(): polled between passes (Stop keeps the
     tree so far); progress(fraction, line, snapshot): after each pass, snapshot() being the tree so far."""
@@ -258,7 +259,7 @@ def _expanded(node: Prefix, end_prob, left, cut, best_out, h, v) -> Prefix:
                    entropy=h, varentropy=v)
 
 
-def _text(lm, token_ids) -> str:
+def _text(lm: LoadedModel, token_ids) -> str:
     """An answer's text as the tokenizer decodes it (special tokens kept, so an answer is never blank by
     accident); the empty answer is the empty string."""
     if not token_ids:
