@@ -3,23 +3,21 @@ break it, with the server's memory before and after and the time each answer too
 
     .venv/bin/python bench/hostile_run.py
 
-It starts `streamlit run app.py` on a free port (offline, the default model cache) and, in
-headless Chromium, opens: a page with the bundled model (the baseline), a model name that is
-Markdown (a link and an image), a model name that does not exist, strategy settings no control
-allows, a 30 KB prompt, 1,500 emoji, a trace file that names a hub model followed by
-"Replay with greedy", and Compare with every lane at 1,024 tokens. Then Structured output and
-Speculative decoding: every hostile constrained trace of tests/hostile_traces.py uploaded (a
-billion-token vocabulary with a 125 MB mask, mask bombs, schemas reaching outside), the heaviest
-constrained trace the reader accepts (1,024 masks over 2**20 tokens), a catastrophic
-pattern in an uploaded trace, hostile schemas in the grammar box (references to a socket this
-bench listens on, true, false, 200 levels deep), a trace of another kind on each page, and
-model and draft model names of 256 bytes. For each it prints what the page said (the first
-error or info line), the seconds to that answer, the server's peak memory over what it held
-before the visit, and whether any request left for another host; then the worst memory and
-time per family, and the connections the socket saw. Nothing is asserted: the tests assert the
-behaviour (tests/ui/test_links_and_models.py, tests/browser/test_links_browser.py,
-tests/ui/test_hostile_uploads.py, tests/engine/test_hostile_grammar.py).
-"""
+It starts `streamlit run app.py` on a free port (offline, the default model cache) and, in headless Chromium,
+opens: a page with the bundled model (the baseline), a model name that is Markdown (a link and an image), a
+model name that does not exist, strategy settings no control allows, a 30 KB prompt, 1,500 emoji, a trace file
+that names a hub model followed by "Replay with greedy", and Compare with every lane at 1,024 tokens. Then
+Structured output and Speculative decoding: every hostile constrained trace of tests/hostile_traces.py
+uploaded (a billion-token vocabulary with a 125 MB mask, mask bombs, schemas reaching outside), the heaviest
+constrained trace the reader accepts (1,024 masks over 2**20 tokens), a catastrophic pattern in an uploaded
+trace, hostile schemas in the grammar box (references to a socket this bench listens on, true, false, 200
+levels deep), a trace of another kind on each page, and model and draft model names of 256 bytes. Then Whole
+answers: saved runs that lie (masses that do not add up, 330,000 nodes, a token text of 1 MB, a budget of
+10**12) and a link past every range. For each it prints what the page said (the first error or info line), the
+seconds to that answer, the server's peak memory over what it held before the visit, and whether any request
+left for another host; then the worst memory and time per family, and the connections the socket saw. Nothing
+is asserted: the tests assert the behaviour (tests/ui/test_links_and_models.py,
+tests/browser/test_links_browser.py, tests/ui/test_hostile_uploads.py, tests/engine/test_hostile_grammar.py)."""
 from __future__ import annotations
 
 import json
@@ -109,6 +107,30 @@ def hostile_files() -> dict:
     return files
 
 
+def answers_files() -> dict:
+    """Whole answers runs saved on the tiny Llama, as written and lying: {"answers: name": bytes}."""
+    from tiny_models import tiny_llama
+
+    from engine.answers import TreeSettings
+    from engine.answers.record import to_json
+    from engine.answers.run import explore
+
+    run = explore(tiny_llama(), "The capital of", TreeSettings(depth=3, budget=24, branch=3), samples=8)
+    data = json.loads(to_json(run))
+
+    def lying(change) -> bytes:
+        copy = json.loads(json.dumps(data))
+        change(copy)
+        return json.dumps(copy).encode()
+
+    root = data["nodes"][0]
+    return {"answers: a saved run": to_json(run).encode(),
+            "answers: masses that do not add up": lying(lambda d: d["nodes"][1].__setitem__(6, 0.5)),
+            "answers: 330,000 nodes": lying(lambda d: d.__setitem__("nodes", [root] * 330_000)),
+            "answers: a token text of 1 MB": lying(lambda d: d["nodes"][1].__setitem__(2, "x" * 1_000_000)),
+            "answers: a budget of 10**12": lying(lambda d: d["settings"].__setitem__("budget", 10**12))}
+
+
 def main() -> int:
     import tempfile
 
@@ -188,6 +210,16 @@ def main() -> int:
         visit("a model name of 256 bytes", "structured", dict(structured_live, model="m" * 256), family="names")
         visit("Speculative decoding: a draft model name of 256 bytes", "speculative",
               dict(speculative_live, sd_kind="model", sd_model="m" * 256), family="names")
+
+        # ---- Whole answers: saved runs that lie, a run's settings past every range -----------------------
+        files.update(answers_files())
+        answers_live = {"prompt": "The capital of France is", "wa_depth": 4, "wa_budget": 32, "wa_samples": 0}
+        for name in [n for n in files if n.startswith("answers:")]:
+            visit(f"Whole answers: {name[9:]}", "answers", answers_live, then=uploading("wa_upload", name),
+                  family="saved answer runs")
+        visit("Whole answers: wa_budget=10**9 wa_depth=-3 wa_branch=nan wa_beams=1,99", "answers",
+              dict(answers_live, wa_budget=10**9, wa_depth=-3, wa_branch="nan", wa_beams="1,99"),
+              family="links and settings")
         memory["after the hostile run"] = server.rss_mb()
         browser.close()
 

@@ -19,6 +19,22 @@ COLOURS = {"prefix": "#6baed6", "open": "#c6dbef", "answer": "#31a354", "left_ou
 KINDS = ("answer", "prefix", "open", "left_out", "cut", "small")
 
 
+PATH_CHARS = 200      # of a prefix's text in a hover: its end, where the branches differ
+
+
+def path_text(tree, node_id: int, limit: int = PATH_CHARS) -> str:
+    """The text of a prefix, its last `limit` characters (a tree read from a file may hold long token texts:
+    each bar's text is built on its own, bounded, never by copying its parent's)."""
+    parts, size = [], 0
+    while node_id > 0 and size < limit:
+        node = tree.nodes[node_id]
+        parts.append(node.text)
+        size += len(node.text)
+        node_id = node.parent
+    text = "".join(reversed(parts))
+    return text if len(text) <= limit and node_id <= 0 else "…" + text[-limit:]
+
+
 def _children(tree) -> dict:
     out: dict = {}
     for node in tree.nodes[1:]:
@@ -30,30 +46,28 @@ def tree_bars(tree, min_mass: float = 0.002) -> dict:
     """kind -> list of (column, base, height, node id or -1, path text): every bar of the icicle."""
     bars = {k: [] for k in KINDS}
     children = _children(tree)
-    texts = {0: ""}
 
     def place(node, base: float, mass: float) -> None:
         column = node.depth + 1
         y = base
         if node.end_prob > 0:
-            bars["answer"].append((column, y, mass * node.end_prob, node.id, texts[node.id]))
+            bars["answer"].append((column, y, mass * node.end_prob, node.id, path_text(tree, node.id)))
             y += mass * node.end_prob
         small = 0.0
         for child in sorted(children.get(node.id, []), key=lambda c: -c.logprob):
-            texts[child.id] = texts[node.id] + child.text
             m = child.mass
             if m < min_mass:
                 small += m
                 continue
             if child.expanded:
-                bars["prefix"].append((column, y, m, child.id, texts[child.id]))
+                bars["prefix"].append((column, y, m, child.id, path_text(tree, child.id)))
                 place(child, y, m)
             else:
-                bars["open"].append((column, y, m, child.id, texts[child.id]))
+                bars["open"].append((column, y, m, child.id, path_text(tree, child.id)))
             y += m
         for kind, value in (("small", small), ("left_out", node.left_out), ("cut", node.cut)):
             if value > 0:
-                bars[kind].append((column, y, value, node.id, texts[node.id]))
+                bars[kind].append((column, y, value, node.id, path_text(tree, node.id)))
                 y += value
 
     if tree.nodes[0].expanded:
@@ -99,14 +113,12 @@ def icicle(tree, labels: dict, min_mass: float = 0.002, forks: dict | None = Non
 def uncertainty_map(tree, labels: dict) -> go.Figure:
     """Each expanded prefix at (entropy, varentropy) of its next token, its marker's area its path mass."""
     points = [n for n in tree.nodes if n.expanded and math.isfinite(n.entropy)]
-    texts = {0: ""}
-    for n in tree.nodes[1:]:
-        texts[n.id] = texts[n.parent] + n.text
     fig = go.Figure(go.Scatter(
         x=[n.entropy for n in points], y=[n.varentropy for n in points], mode="markers",
         marker=dict(size=[6 + 30 * math.sqrt(n.mass) for n in points], color="#6baed6",
                     line=dict(color="#08519c", width=1), opacity=0.8),
-        hovertext=[f"{for_plotly(texts[n.id]) or '∅'}<br>H {n.entropy:.2f} · V {n.varentropy:.2f}" for n in points],
+        hovertext=[f"{for_plotly(path_text(tree, n.id)) or '∅'}<br>H {n.entropy:.2f} · V {n.varentropy:.2f}"
+                   for n in points],
         hoverinfo="text"))
     fig.update_xaxes(title=labels["entropy"], rangemode="tozero")
     fig.update_yaxes(title=labels["varentropy"], rangemode="tozero")

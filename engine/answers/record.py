@@ -22,6 +22,8 @@ from .tree import MAX_BRANCH, MAX_BUDGET, Answer, AnswerTree, Prefix, TreeSettin
 FORMAT = "decodescope.answers/1"
 MAX_NODES = MAX_BUDGET * MAX_BRANCH + 1
 MAX_PROMPT_TOKENS = 200_000
+MAX_TOKEN_CHARS = 1_000          # of one token's text (real ones hold a few dozen)
+MAX_ANSWER_CHARS = 64_000        # of an answer's text
 
 
 def to_dict(run: AnswersRun) -> dict:
@@ -135,7 +137,7 @@ def _nodes(raw: list, settings: TreeSettings) -> list:
             if i and logprob > nodes[parent].logprob + 1e-9:
                 raise ValueError("its mass is more than its parent's")
             shares = [_share(x) for x in row[5:9]]
-            nodes.append(Prefix(id=i, parent=parent, token_id=token, text=_str(row[2]), depth=depth,
+            nodes.append(Prefix(id=i, parent=parent, token_id=token, text=_text(row[2], MAX_TOKEN_CHARS), depth=depth,
                                 logprob=logprob if i else 0.0, expanded=_boolean(row[4]), end_prob=shares[0],
                                 left_out=shares[1], cut=shares[2], best_left_out=shares[3],
                                 entropy=_optional(row[9]), varentropy=_optional(row[10])))
@@ -143,6 +145,12 @@ def _nodes(raw: list, settings: TreeSettings) -> list:
             raise ValueError(f"node {i}: {reason(exc)}") from None
     if not nodes:
         raise ValueError("nodes: the tree has no root")
+    expanded = sum(1 for n in nodes if n.expanded)
+    if expanded > settings.budget:
+        raise ValueError(f"nodes: {expanded:,} expanded, more than the budget of {settings.budget:,}")
+    if len(nodes) > expanded * settings.branch + 1:
+        raise ValueError(f"nodes: {len(nodes):,} of them, more than {expanded:,} expanded with "
+                         f"{settings.branch} children each allow")
     return nodes
 
 
@@ -162,7 +170,7 @@ def _answer(v, nodes, paths) -> Answer:
     logprob = _logprob(v[1])
     if logprob > nodes[node].logprob + 1e-9:
         raise ValueError("its probability is more than its prefix's mass")
-    return Answer(node, paths[node], _str(v[2]), logprob)
+    return Answer(node, paths[node], _text(v[2], MAX_ANSWER_CHARS), logprob)
 
 
 def _landing(v, tree: AnswerTree) -> Landing:
@@ -171,7 +179,7 @@ def _landing(v, tree: AnswerTree) -> Landing:
     ids = tuple(_bounded_ints(v[1], 64, "tokens"))
     complete, logprob = _boolean(v[3]), _logprob(v[4])
     found = complete and any(a.token_ids == ids for a in tree.answers)
-    return Landing(_name(v[0])[:40], ids, _str(v[2]), complete, logprob,
+    return Landing(_name(v[0])[:40], ids, _text(v[2], MAX_ANSWER_CHARS), complete, logprob,
                    tree.rank_of(logprob) if complete else 0, found, complete and tree.beyond_reach(logprob))
 
 
@@ -188,11 +196,19 @@ def _samples(v) -> SampleSummary:
 def _outcome(v) -> Outcome:
     if not isinstance(v, list) or len(v) != 5:
         raise ValueError("expected [token ids, text, complete, logprob, count]")
-    return Outcome(tuple(_bounded_ints(v[0], 64, "tokens")), _str(v[1]), _boolean(v[2]), _logprob(v[3]),
+    return Outcome(tuple(_bounded_ints(v[0], 64, "tokens")), _text(v[1], MAX_ANSWER_CHARS), _boolean(v[2]),
+                   _logprob(v[3]),
                    _count(MAX_SAMPLES)(v[4]))
 
 
 # ---- values -------------------------------------------------------------------------------------------
+def _text(v, limit: int) -> str:
+    text = _str(v)
+    if len(text) > limit:
+        raise ValueError(f"a text of {len(text):,} characters, more than {limit:,}")
+    return text
+
+
 def _finite(x: float):
     return x if math.isfinite(x) else None
 

@@ -92,3 +92,30 @@ def test_a_file_read_back_gives_the_same_run(written):
     assert [a.logprob for a in run.tree.answers] == [a[1] for a in sorted(written["answers"], key=lambda a: -a[1])]
     assert run.tree.ledger.total == pytest.approx(1, abs=1e-9)
     assert all(math.isfinite(n.logprob) for n in run.tree.nodes)
+
+
+@pytest.mark.parametrize("how,words", [
+    (lambda d: d["nodes"][1].__setitem__(2, "x" * 1001), "1,001 characters"),
+    (lambda d: d["settings"].__setitem__("budget", 2), "more than the budget"),
+    (lambda d: d["settings"].__setitem__("branch", 1), "children each allow"),
+])
+def test_a_file_past_its_own_settings_is_refused(written, how, words):
+    """A file's nodes are bounded by its own budget and branch, its texts by a token's length: a tree the
+    figure would have to copy a long text into every descendant of is never built."""
+    with pytest.raises(TraceFormatError, match=words):
+        from_json(_lie(written, how))
+
+
+def test_the_figure_builds_each_hover_text_bounded():
+    """A prefix's hover text is its end, at most 200 characters, whatever its tokens hold."""
+    from types import SimpleNamespace
+
+    from engine.answers.tree import Prefix
+    from figures.answers import path_text
+
+    nodes = [Prefix(0, -1, -1, "", 0, 0.0, True)]
+    for i in range(1, 65):
+        nodes.append(Prefix(i, i - 1, 5, "y" * 999, i, -0.01 * i, True))
+    tree = SimpleNamespace(nodes=nodes)
+    assert len(path_text(tree, 64)) == 201 and path_text(tree, 64).startswith("…")
+    assert path_text(SimpleNamespace(nodes=nodes[:2]), 1, limit=5000) == "y" * 999
