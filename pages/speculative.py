@@ -134,8 +134,14 @@ export_bar(trace, strip, "speculative", "sd_export")
 # ---- one position: p against q, the residual, u against p/q -------------------------------------------------
 st.subheader(t("spec.position_header"))
 if chosen is not None:
+    # the browser keeps the label it was last sent for the chosen position; a new run names the same position
+    # ("2.1") otherwise, so the label is sent again whenever the run's labels change
+    names = [position_name(p) for p in positions]
+    if S.get("sd_pos_box") in keys and S.get("sd_pos_names") != names:
+        S["sd_pos_box"] = S["sd_pos_box"]
+    S["sd_pos_names"] = names
     picked = st.selectbox(t("spec.position"), keys, index=positions.index(chosen), key="sd_pos_box",
-                          format_func=lambda key: position_name(positions[keys.index(key)]))
+                          format_func=lambda key: names[keys.index(key)])
     chosen = positions[keys.index(picked)]
     sync_url(sd_pos=picked)
     rnd = rounds[chosen[0]]

@@ -42,6 +42,13 @@ def _example_chosen() -> None:
         S["so_grammar"] = EXAMPLES[kind][name]
 
 
+def _grammar_edited() -> None:
+    """A ready example's text replaced by the user's own: the box names "custom" from now on."""
+    kind, name = S["so_kind"], S.get("so_example")
+    if name in EXAMPLES[kind] and S["so_grammar"] != EXAMPLES[kind][name]:
+        S["so_example"] = "custom"
+
+
 def _kind_chosen() -> None:
     S["so_example"] = next(iter(EXAMPLES[S["so_kind"]]))
     _example_chosen()
@@ -61,7 +68,8 @@ strategy = c3.radio(t("structured.strategy"), STRATEGIES, key="so_strategy", hor
                     format_func=lambda s: t("structured.strategy_" + s))
 default_text = EXAMPLES[kind].get(example) or EXAMPLES[kind][next(iter(EXAMPLES[kind]))]
 text = box.text_area(t("structured.grammar_" + kind), value=url_value("so_grammar", default_text), key="so_grammar",
-                     height=110 if kind in ("json_schema", "lark") else 68, help=t("structured.grammar_help"))
+                     height=110 if kind in ("json_schema", "lark") else 68, help=t("structured.grammar_help"),
+                     on_change=_grammar_edited)
 if example != "custom" and text != EXAMPLES[kind][example]:
     example = "custom"          # an edited example is the user's own grammar
 sync_url(so_kind=kind, so_example=example, so_strategy=strategy)

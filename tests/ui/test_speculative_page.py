@@ -180,3 +180,23 @@ def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "finds no earlier occurrence" in errors[0], errors
     assert figures(at)
+
+
+def _label_shown(box, shown: str | None) -> str:
+    """What the browser's box shows after a run: the label the server sent with the run (set_value), else the
+    label it showed before (the browser keeps its own copy of the chosen label), else the default option."""
+    if box.proto.set_value:
+        return box.proto.raw_value
+    return shown if shown is not None else box.options[box.proto.default]
+
+
+def test_the_position_box_names_the_new_runs_position_after_the_settings_change(spec_loads):
+    at = open_page(LINK)
+    box = at.selectbox(key="sd_pos_box")
+    shown = _label_shown(box, None)
+    for k in (2, 4, 5):
+        at.number_input(key="sd_k").set_value(k).run()
+        assert not at.exception
+        box = at.selectbox(key="sd_pos_box")
+        shown = _label_shown(box, shown)
+        assert shown == box.options[box.index], (k, shown, box.options[box.index])

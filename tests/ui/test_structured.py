@@ -104,3 +104,12 @@ def test_a_trace_without_masks_gets_one_line(no_local_loads):
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [texts("structured")["upload_no_mask"].format(strategy="greedy")]
     assert not figures(at)
+
+
+def test_a_ready_example_replaced_by_the_users_text_is_named_custom(tiny_loads):
+    at = open_app("structured", params={"so_kind": "regex", "so_example": "date"}, new_tokens=4)
+    assert at.selectbox(key="so_example").value == "date"
+    at.text_area(key="so_grammar").input(r"\d{2}/\d{2}").run()
+    assert not at.exception
+    assert at.selectbox(key="so_example").value == "custom"
+    assert at.query_params["so_example"] == "custom"
