@@ -69,7 +69,6 @@ spec = {"early-exit": f"early-exit:{int(layer)}", "prompt-lookup": f"prompt-look
 config = DecodeConfig(strategy="speculative", draft=spec, draft_tokens=int(k), verify=verify,
                       temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=10)
-plain_config = config.replace(strategy=verify, draft="")
 
 
 def the_draft_model():
@@ -88,6 +87,9 @@ else:
                               draft_lm=the_draft_model())
 
     trace = cached("sd_trace", (lm.name, settings.prompt, config), speculative_decode)
+    # plain decoding writes as many tokens as the speculative run did (that one may end early, at the end-of-text
+    # token or by Stop), so that the cost below compares runs of one length
+    plain_config = config.replace(strategy=verify, draft="", max_new_tokens=max(len(trace.steps), 1))
     plain = cached("sd_plain", (lm.name, settings.prompt, plain_config),
                    lambda: watched_decode("sd_plain", lm, settings.prompt, plain_config, t("spec.label_plain")))
 
@@ -204,10 +206,17 @@ if plain is not None:
     cols[1].metric(t("spec.wall_plain"), duration(plain_s))
     cols[2].metric(t("spec.passes_spec"), f"{acc.target_passes} + {acc.draft_passes}", help=t("spec.passes_help"))
     cols[3].metric(t("spec.passes_plain"), len(plain.steps))
-    ratio = spec_s / plain_s if plain_s > 0 else float("nan")
-    st.markdown(t("spec.cost_text", ratio=f"{ratio:.2f}", target=acc.target_passes, plain=len(plain.steps),
-                  draft=acc.draft_passes))
-    if spec_s >= plain_s:
+    n_spec, n_plain = len(trace.steps), len(plain.steps)
+    if n_spec == n_plain:
+        ratio = spec_s / plain_s if plain_s > 0 else float("nan")
+        st.markdown(t("spec.cost_text", tokens=n_spec, ratio=f"{ratio:.2f}", target=acc.target_passes,
+                      plain=n_plain, draft=acc.draft_passes))
+    else:       # plain decoding ended sooner (its own end-of-text token, or Stop): compared per token
+        ratio = (spec_s / max(n_spec, 1)) / (plain_s / n_plain) if plain_s > 0 and n_plain else float("nan")
+        st.markdown(t("spec.cost_per_token", spec_tokens=n_spec, plain_tokens=n_plain, ratio=f"{ratio:.2f}",
+                      target=f"{acc.target_passes / max(n_spec, 1):.2f}",
+                      draft=f"{acc.draft_passes / max(n_spec, 1):.2f}"))
+    if ratio >= 1:
         st.warning(t("spec.no_payoff", ratio=f"{ratio:.2f}"))
     if verify == "greedy":
         same = trace.best.token_ids == plain.best.token_ids[:len(trace.best.token_ids)]

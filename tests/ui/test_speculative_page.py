@@ -200,3 +200,28 @@ def test_the_position_box_names_the_new_runs_position_after_the_settings_change(
         box = at.selectbox(key="sd_pos_box")
         shown = _label_shown(box, shown)
         assert shown == box.options[box.index], (k, shown, box.options[box.index])
+
+
+def test_the_cost_compares_runs_of_one_length_when_the_speculative_run_ends_early(monkeypatch, models):
+    """The tiny Llama with its end-of-text token set to a token speculative sampling writes and plain sampling
+    never does: the speculative run ends there, and plain decoding, compared with it, writes no more tokens (or
+    fewer, and the page says why)."""
+    install_loads(monkeypatch, lambda name: models["tiny"])
+    first = open_page(LINK)
+    ids, plain_ids = first.session_state["sd_trace"].best.token_ids, first.session_state["sd_plain"].best.token_ids
+    end = next(i for i, token in enumerate(ids) if token not in plain_ids and token not in ids[:i])
+    eos = ids[end]
+    from engine.model import LoadedModel
+
+    built = tiny_llama(eos_token_id=eos)                  # named apart: another request for the service
+    ending = LoadedModel.from_parts(built.model, built.tokenizer, "tiny-llama-ending")
+    install_loads(monkeypatch, lambda name: ending)
+    at = open_page(LINK)
+    spec, plain = at.session_state["sd_trace"], at.session_state["sd_plain"]
+    assert len(spec.steps) == end + 1
+    shown = "\n".join(m.value for m in at.markdown)
+    if len(plain.steps) == len(spec.steps):
+        assert EN["cost_text"].split("{")[0] in shown
+    else:
+        assert len(plain.steps) < len(spec.steps) and EN["cost_per_token"].split("{")[0] in shown
+    ui.shared_model._models.clear()
