@@ -28,12 +28,18 @@ from .model import LoadedModel
 from .trace import GrammarStep, StageToken
 from .trace.mask import pack_mask
 
+# json's own messages for a text that is not JSON, by the short name a page translates ("other": another one)
+JSON_PROBLEMS = {"Expecting value": "value", "Expecting ',' delimiter": "comma", "Expecting ':' delimiter": "colon",
+                 "Expecting property name enclosed in double quotes": "name", "Extra data": "extra",
+                 "Unterminated string starting at": "unterminated", "Invalid control character at": "control",
+                 "Invalid \\escape": "escape"}
 REMOVED_SHOWN = 10          # removed tokens recorded per step, most likely first
 _TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _bad(message: str):
-    raise ConfigError("grammar", f"grammar: {message}")
+def _bad(message: str, reason: str, /, **values):
+    """A grammar that cannot be used: the English sentence, and its reason and values for a page to translate."""
+    raise ConfigError("grammar", f"grammar: {message}", reason, **values)
 
 
 def parse_choices(text: str) -> list:
@@ -43,11 +49,11 @@ def parse_choices(text: str) -> list:
     except json.JSONDecodeError:
         choices = None
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-        _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]")
+        _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]", "choices_not_list")
     if not choices or any(not c for c in choices):
-        _bad("a choice list needs at least one choice, and no empty one")
+        _bad("a choice list needs at least one choice, and no empty one", "choices_empty")
     if len(choices) > MAX_CHOICES:
-        _bad(f"{len(choices)} choices; at most {MAX_CHOICES}")
+        _bad(f"{len(choices)} choices; at most {MAX_CHOICES}", "choices_too_many", n=len(choices), most=MAX_CHOICES)
     return choices
 
 
@@ -56,9 +62,10 @@ def parse_schema(text: str):
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", "schema_not_json",
+             line=exc.lineno, column=exc.colno, problem=JSON_PROBLEMS.get(exc.msg, "other"), message=exc.msg)
     if not isinstance(schema, dict | bool):
-        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}")
+        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}", "schema_not_object")
     return schema
 
 
@@ -78,7 +85,8 @@ def grammar_source(kind: str, text: str) -> str:
         return LLMatcher.grammar_from_lark(lark)
     if kind == "lark":
         return LLMatcher.grammar_from_lark(text)
-    _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
+    _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}", "unknown_kind", kind=kind[:40],
+         kinds=", ".join(GRAMMAR_KINDS))
 
 
 def check_grammar(kind: str, text: str) -> None:
@@ -88,7 +96,7 @@ def check_grammar(kind: str, text: str) -> None:
 
     problem = LLMatcher.validate_grammar(grammar_source(kind, text))
     if problem:
-        _bad(first_line(problem))
+        _bad(first_line(problem), "refused", detail=first_line(problem))
 
 
 def ll_tokenizer(lm: LoadedModel):
@@ -102,7 +110,7 @@ def ll_tokenizer(lm: LoadedModel):
             ll = llguidance.hf.from_tokenizer(tok, n_vocab=lm.facts.vocab_size, eos_token=list(lm.eos_token_ids))
         except ValueError as exc:      # a slow (Python) tokenizer
             raise ConfigError("grammar", f"grammar: this model's tokenizer cannot be read by the grammar "
-                                         f"library ({exc})") from None
+                                         f"library ({exc})", "tokenizer", detail=str(exc)[:300]) from None
         cached = (lm.facts.vocab_size, ll)
         _TOKENIZERS[tok] = cached
     return cached[1]
@@ -136,18 +144,19 @@ class GrammarMask(LogitsProcessor):
         source = grammar_source(kind, text)
         problem = LLMatcher.validate_grammar(source, tokenizer)
         if problem:
-            _bad(first_line(problem))
+            _bad(first_line(problem), "refused", detail=first_line(problem))
         root = LLMatcher(tokenizer, source, log_level=0)
         if root.is_error():
-            _bad(first_line(root.get_error()))
+            _bad(first_line(root.get_error()), "refused", detail=first_line(root.get_error()))
         self._matchers = {(): root}
         self._masks: dict = {}
         first = self.allowed(())
         if root.is_error() or (not bool(first.any())):
-            _bad("no text matches it (" + first_line(root.get_error()) + ")")
+            _bad("no text matches it (" + first_line(root.get_error()) + ")", "no_match",
+                 detail=first_line(root.get_error()))
         if not root.is_accepting() and all(bool(first[i]) == (i in lm.eos_token_ids)
                                            for i in first.nonzero().flatten().tolist()):
-            _bad("no text matches it: it cannot start and cannot be empty")
+            _bad("no text matches it: it cannot start and cannot be empty", "cannot_start")
         self.last_allowed: torch.Tensor | None = None     # [rows, V] bool, from the last call
         self.last_scores: torch.Tensor | None = None      # [rows, V] the scores that call received
 
@@ -171,17 +180,21 @@ class GrammarMask(LogitsProcessor):
             if matcher.is_error():
                 parent = self._masks.get(prefix[:-1])
                 if prefix and parent is not None and bool(parent[prefix[-1]]):    # allowed, yet it broke
+                    why = first_line(matcher.get_error())
                     raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
-                                                 f"tokens ({first_line(matcher.get_error())}); simplify the grammar")
+                                                 f"tokens ({why}); simplify the grammar", "gave_up", n=len(prefix),
+                                      detail=why)
                 mask = torch.zeros(self.vocab_size, dtype=torch.bool)   # a hypothesis that left the grammar
             else:
                 mask = unpack(matcher.compute_bitmask(), self.vocab_size)
                 if not prefix and (matcher.is_error() or not bool(mask.any())):
-                    _bad(f"no text matches it ({first_line(matcher.get_error() or str(matcher.stop_reason()))})")
+                    why = first_line(matcher.get_error() or str(matcher.stop_reason()))
+                    _bad(f"no text matches it ({why})", "no_match", detail=why)
                 if matcher.is_error() or not bool(mask.any()):     # it ran out of its limits on this grammar
                     why = first_line(matcher.get_error()) if matcher.is_error() else str(matcher.stop_reason())
                     raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
-                                                 f"tokens, allowing none to follow ({why}); simplify the grammar")
+                                                 f"tokens, allowing none to follow ({why}); simplify the grammar",
+                                      "gave_up", n=len(prefix), detail=why)
             self._masks[prefix] = mask
         return mask
 
@@ -220,35 +233,60 @@ def grammar_record(token_texts, received: torch.Tensor, allowed: torch.Tensor, a
         mask=pack_mask(allowed))
 
 
-def output_check(kind: str, text: str, output: str) -> tuple:
-    """(valid, why) for a decoded output, checked without the grammar library: JSON parsed and validated
-    by jsonschema, a regex by Python's re (when it reads the pattern), a choice by equality. A Lark grammar
-    has no second checker here: (None, why)."""
+# each verdict in English, for the command line (a page says them in its reader's language from the same names)
+VERDICT_WORDS = {
+    "not_json": "not JSON ({message} at character {at})",
+    "not_schema": "JSON, but not of the schema ({message})",
+    "schema_unread": "JSON; the schema itself is not one jsonschema reads",
+    "schema_match": "JSON that matches the schema",
+    "re_unread": "Python's re does not read this pattern; not checked a second time",
+    "re_match": "the pattern matches the whole text",
+    "re_no_match": "the pattern does not match the whole text",
+    "choice": "one of the choices",
+    "no_choice": "none of the choices",
+    "lark": "a Lark grammar: the matcher accepted it",
+}
+
+
+def output_verdict(kind: str, text: str, output: str) -> tuple:
+    """(valid, verdict, values) for a decoded output, checked without the grammar library: JSON parsed and
+    validated by jsonschema, a regex by Python's re (when it reads the pattern), a choice by equality. A Lark
+    grammar has no second checker here (valid None). `verdict` names the reason (VERDICT_WORDS), `values` fill
+    it in: a page says it in its reader's language."""
     if kind == "json_schema":
         import jsonschema
 
         try:
             value = json.loads(output)
         except json.JSONDecodeError as exc:
-            return False, f"not JSON ({exc.msg} at character {exc.pos + 1})"
+            return False, "not_json", {"problem": JSON_PROBLEMS.get(exc.msg, "other"), "message": exc.msg,
+                                       "at": exc.pos + 1}
         try:
             jsonschema.validate(value, parse_schema(text))
         except jsonschema.ValidationError as exc:
-            return False, f"JSON, but not of the schema ({exc.message[:200]})"
+            where = "/".join(str(part) for part in exc.absolute_path)
+            return False, "not_schema", {"message": exc.message[:200], "keyword": str(exc.validator)[:40],
+                                         "where": where}
         except jsonschema.SchemaError:
-            return None, "JSON; the schema itself is not one jsonschema reads"
-        return True, "JSON that matches the schema"
+            return None, "schema_unread", {}
+        return True, "schema_match", {}
     if kind == "regex":
         try:
             pattern = re.compile(text)
         except re.error:
-            return None, "Python's re does not read this pattern; not checked a second time"
+            return None, "re_unread", {}
         ok = pattern.fullmatch(output) is not None
-        return ok, "the pattern matches the whole text" if ok else "the pattern does not match the whole text"
+        return ok, "re_match" if ok else "re_no_match", {}
     if kind == "choices":
         ok = output in parse_choices(text)
-        return ok, "one of the choices" if ok else "none of the choices"
-    return None, "a Lark grammar: the matcher accepted it"
+        return ok, "choice" if ok else "no_choice", {}
+    return None, "lark", {}
+
+
+def output_check(kind: str, text: str, output: str) -> tuple:
+    """(valid, why) for a decoded output, `why` in English (see output_verdict)."""
+    valid, verdict, values = output_verdict(kind, text, output)
+    return valid, VERDICT_WORDS[verdict].format(**values)
 
 
 STOP_WORDS = {"complete": "the grammar's text is whole",
@@ -258,10 +296,19 @@ STOP_WORDS = {"complete": "the grammar's text is whole",
 
 def stop_reason(trace) -> str:
     """Why a constrained run ended: 'complete' (the grammar could end and did, or the text is a whole
-    match), 'max_tokens' (the token budget ran out before the grammar could end) or 'running'."""
+    match), 'max_tokens' (the token budget ran out before the grammar could end) or 'running'.
+
+    A beam search's steps record the best running beam, not the hypothesis it returns: that one ran out when
+    it is as long as the budget and its text is not a whole match (checked as output_check checks it)."""
     steps = trace.steps
     if not steps or steps[-1].grammar is None:
         return "running"
+    if trace.config.strategy == "beam":
+        best = trace.best
+        if len(best.token_ids) < trace.config.max_new_tokens:
+            return "complete"           # it ended at the end-of-text token, which the grammar allows only at its end
+        valid, _ = output_check(trace.config.grammar_kind, trace.config.grammar, best.text)
+        return "complete" if valid else "max_tokens"
     if steps[-1].grammar.accepting:
         return "complete"
     return "max_tokens" if len(steps) >= trace.config.max_new_tokens else "running"
