@@ -8,22 +8,43 @@ from engine.tokens import first_difference
 from figures.labels import for_markdown, one_line, visible
 from figures.structured import feasible_strip
 from ui.export import export_bar
-from ui.grammar_examples import EXAMPLES
+from ui.grammar_examples import EXAMPLES, NEEDS
 from ui.grammar_words import error_text, verdict_text
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart
 from ui.progress import stopped_note, watched_decode
 from ui.results import cached, keep_or_stop
-from ui.settings import sync_long_text, sync_url, url_number, url_value
-from ui.sidebar import model_facts_panel
+from ui.settings import read, sync_long_text, sync_url, url_number, url_value
+from ui.sidebar import DEFAULT_NEW_TOKENS, model_facts_panel
+from ui.url_memory import arrived_by_menu
 
 STRATEGIES = ("greedy", "sample", "beam")
 SHOWN_GRAMMAR = 600        # characters of an uploaded trace's grammar shown above its run
 S = st.session_state
 
+def _pick(key: str, options: tuple, default: str) -> str:
+    saved = url_value(key, default, str)
+    return saved if saved in options else default
+
+
+def _raise_length(kind: str, name: str) -> None:
+    """A ready example gets the new tokens it needs to finish (ui.grammar_examples.NEEDS) when it is chosen or
+    the page is reached with a shorter length from another page; the user can lower it again."""
+    need = NEEDS.get(kind, {}).get(name)
+    if need is not None and S.get("max_new_tokens", read("max_new_tokens")) < need:
+        S["max_new_tokens"] = S["so_raised"] = need
+
+
+# the example the page opens on: the box's, else the address's, else the first of its kind
+opening_kind = S.get("so_kind") or _pick("so_kind", GRAMMAR_KINDS, "json_schema")
+opening_example = S.get("so_example") or _pick("so_example", (*EXAMPLES[opening_kind], "custom"),
+                                               next(iter(EXAMPLES[opening_kind])))
+if arrived_by_menu():
+    _raise_length(opening_kind, opening_example)
 # a saved constrained trace reopens without the model; any other gets one line
 page = open_page("structured", upload="so_upload",
+                 new_tokens=max(DEFAULT_NEW_TOKENS, NEEDS.get(opening_kind, {}).get(opening_example, 0)),
                  refuse=lambda tr: None if any(s.grammar is not None for s in tr.steps)
                  else t("structured.upload_no_mask", strategy=tr.config.strategy))
 row, slot, settings, uploaded = page.row, page.slot, page.settings, page.uploaded
@@ -31,16 +52,12 @@ lm = shared_model(settings) if uploaded is None else None
 
 
 # ---- the grammar -------------------------------------------------------------------------------------
-def _pick(key: str, options: tuple, default: str) -> str:
-    saved = url_value(key, default, str)
-    return saved if saved in options else default
-
-
 def _example_chosen() -> None:
-    """A ready example replaces the text in the box; "custom" leaves it to the user."""
+    """A ready example replaces the text in the box, with the length it needs; "custom" leaves it to the user."""
     kind, name = S["so_kind"], S["so_example"]
     if name in EXAMPLES[kind]:
         S["so_grammar"] = EXAMPLES[kind][name]
+        _raise_length(kind, name)
 
 
 def _grammar_edited() -> None:
@@ -73,6 +90,8 @@ text = box.text_area(t("structured.grammar_" + kind), value=url_value("so_gramma
                      on_change=_grammar_edited)
 if example != "custom" and text != EXAMPLES[kind][example]:
     example = "custom"          # an edited example is the user's own grammar
+if S.get("so_raised") is not None:
+    box.caption(t("structured.length_raised", n=S.pop("so_raised")))
 sync_url(so_kind=kind, so_example=example, so_strategy=strategy)
 sync_long_text("so_grammar", text)
 

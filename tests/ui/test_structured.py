@@ -127,3 +127,42 @@ def test_a_run_out_of_tokens_is_named_so_by_every_strategy(tiny_loads, strategy)
     assert len(trace.best.token_ids) == 6 and not trace.best.text.endswith("}")
     en = texts("structured")
     assert [e.value for e in at.error] == [en["stopped_max"].format(n=6)]
+
+
+def test_choosing_a_ready_example_gives_it_the_tokens_it_needs(tiny_loads):
+    from ui.grammar_examples import NEEDS
+
+    at = open_app("structured", params={"so_kind": "json_schema", "so_example": "city"}, new_tokens=12)
+    assert at.sidebar.number_input(key="max_new_tokens").value == 12          # a link's length is followed
+    at.selectbox(key="so_example").set_value("person").run()
+    assert not at.exception
+    assert at.sidebar.number_input(key="max_new_tokens").value == NEEDS["json_schema"]["person"]
+    assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["person"]
+    assert any(c.value.startswith(texts("structured")["length_raised"].split("{")[0]) for c in at.caption)
+
+
+def test_a_ready_example_reached_from_a_shorter_page_by_the_menu_gets_its_tokens(tiny_loads):
+    from ui.grammar_examples import NEEDS
+
+    at = open_app("kv_cache", params={"max_new_tokens": 12, "so_kind": "json_schema"}, new_tokens=12)
+    at.query_params.clear()                                # the menu opens a page with an empty address
+    at.switch_page("pages/structured.py").run()
+    assert not at.exception
+    assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["city"]
+
+
+@pytest.mark.bundled
+def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bundled):
+    """Each ready example, decoded greedily and by sampling on the demo prompt with the tokens NEEDS gives it,
+    ends where its grammar can end."""
+    from engine import DecodeConfig, decode
+    from engine.grammar import stop_reason
+    from ui.grammar_examples import EXAMPLES, NEEDS
+
+    for kind, examples in EXAMPLES.items():
+        for name, grammar in examples.items():
+            for strategy in ("greedy", "sample"):
+                config = DecodeConfig(strategy=strategy, max_new_tokens=NEEDS[kind][name], grammar_kind=kind,
+                                      grammar=grammar, seed=0)
+                trace = decode(bundled, "The capital of France is", config)
+                assert stop_reason(trace) == "complete", (kind, name, strategy, trace.best.text)
