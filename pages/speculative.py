@@ -7,8 +7,8 @@ from engine import DecodeConfig
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
 from figures.labels import duration, for_markdown, for_plotly, one_line, visible
-from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
-                                 u_against_ratio)
+from figures.speculative import (STATUS_COLOURS, acceptance_bars, draw_histograms, next_kind, p_and_q,
+                                 residual_bars, rounds_strip, u_against_ratio)
 from ui.export import export_bar
 from ui.chart import show_figure
 from ui.i18n import t
@@ -76,10 +76,16 @@ def the_draft_model():
 
 
 # ---- the decode: an uploaded trace, or speculative and plain decoding on the shared model --------------------
+no_draft_model = uploaded is None and kind == "model" and not draft_name.strip()
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     trace = uploaded
     st.info(t("spec.viewing_upload", rounds=len(uploaded.rounds), draft=for_markdown(uploaded.config.draft)))
+elif no_draft_model:          # the box is still empty: say what it wants, and keep the last result on screen
+    st.info(t("spec.model_empty"))
+    if "sd_trace" not in S:
+        st.stop()
+    trace, plain = S["sd_trace"], S.get("sd_plain")
 else:
     def speculative_decode():
         config.validate(lm.facts.vocab_size)
@@ -107,7 +113,8 @@ for rnd in rounds:
 def position_name(pos) -> str:
     rnd = rounds[pos[0]]
     if pos[1] is None:
-        return t("spec.position_next", round=pos[0] + 1, token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        return t("spec.position_next", round=pos[0] + 1, token=visible(rnd.next_text),
+                 kind=t("spec." + next_kind(rnd)))
     draft = rnd.drafts[pos[1]]
     return t("spec.position_draft", round=pos[0] + 1, draft=pos[1] + 1, token=visible(draft.text),
              status=t("spec." + draft.status))
@@ -123,7 +130,7 @@ keys = [pos_key(p) for p in positions]
 saved_pos = S.get("sd_pos_box") or read("sd_pos")     # the box on screen, else the link
 chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
 
-strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
+strip_labels = {s: t("spec." + s) for s in (*STATUS_COLOURS, "round", "draft")}
 strip_labels["title"] = t("spec.strip_title", rounds=acc.rounds, tokens=acc.tokens, k=trace.config.draft_tokens)
 strip = rounds_strip(rounds, strip_labels, selected=chosen)
 main_chart(strip, "sd_strip", slot)
@@ -170,10 +177,10 @@ if chosen is not None:
             show_figure(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
                 "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual", where=right)
     else:
-        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + next_kind(rnd)))
         show_figure(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
             max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq", where=left)
-        st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
+        st.markdown(t("spec.next_" + next_kind(rnd) + ("_sample" if trace.config.verify == "sample" else "_greedy"),
                       token=for_markdown(visible(rnd.next_text))))
         rejected = next((d for d in rnd.drafts if d.status == "rejected"), None)
         if rejected is not None and rejected.residual:
@@ -228,6 +235,8 @@ scroll_to_section("prove")
 st.markdown(t("spec.prove_intro"))
 if lm is None:
     st.info(t("spec.prove_needs_model"))
+    st.stop()
+if no_draft_model:
     st.stop()
 n = int(st.number_input(t("spec.prove_n"), *bounds("sd_n"), step=1000, key="sd_n", value=read("sd_n")))
 sync_url(sd_n=n)

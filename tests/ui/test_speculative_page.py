@@ -225,3 +225,13 @@ def test_the_cost_compares_runs_of_one_length_when_the_speculative_run_ends_earl
     else:
         assert len(plain.steps) < len(spec.steps) and EN["cost_per_token"].split("{")[0] in shown
     ui.shared_model._models.clear()
+
+
+def test_an_empty_second_model_box_asks_for_a_name_and_keeps_the_result(spec_loads):
+    at = open_page(LINK)
+    shown = at.session_state["sd_trace"]
+    at.radio(key="sd_kind").set_value("model").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == []                      # no "'model:' is not a draft"
+    assert EN["model_empty"] in [i.value for i in at.info]
+    assert at.session_state["sd_trace"] is shown and figures(at)
