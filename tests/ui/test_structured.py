@@ -151,10 +151,9 @@ def test_a_ready_example_reached_from_a_shorter_page_by_the_menu_gets_its_tokens
     assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["city"]
 
 
-@pytest.mark.bundled
-def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bundled):
-    """Each ready example, decoded greedily and by sampling on the demo prompt with the tokens NEEDS gives it,
-    ends where its grammar can end."""
+def each_example_finishes(lm, prompt: str) -> None:
+    """Each ready example, decoded greedily and by sampling on `prompt` with the tokens NEEDS gives it, ends where
+    its grammar can end."""
     from engine import DecodeConfig, decode
     from engine.grammar import stop_reason
     from ui.grammar_examples import EXAMPLES, NEEDS
@@ -164,5 +163,14 @@ def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bun
             for strategy in ("greedy", "sample"):
                 config = DecodeConfig(strategy=strategy, max_new_tokens=NEEDS[kind][name], grammar_kind=kind,
                                       grammar=grammar, seed=0)
-                trace = decode(bundled, "The capital of France is", config)
+                trace = decode(lm, prompt, config)
                 assert stop_reason(trace) == "complete", (kind, name, strategy, trace.best.text)
+
+
+@pytest.mark.bundled
+def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bundled):
+    each_example_finishes(bundled, "The capital of France is")
+
+
+def test_every_ready_example_finishes_within_its_tokens_on_gemma_in_chinese(gemma):
+    each_example_finishes(gemma, "中国的首都是")
