@@ -179,7 +179,8 @@ class DecodeConfig:
                     f"unknown kind '{self.grammar_kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
             size = len(self.grammar.encode("utf-8", "surrogatepass"))
             if not 0 < size <= MAX_GRAMMAR_BYTES:
-                bad("grammar", f"is {size:,} bytes; a grammar is 1 to {MAX_GRAMMAR_BYTES:,} bytes")
+                raise ConfigError("grammar", f"grammar: is {size:,} bytes; a grammar is 1 to {MAX_GRAMMAR_BYTES:,} "
+                                             "bytes", "size", size=f"{size:,}", most=f"{MAX_GRAMMAR_BYTES:,}")
             if self.strategy not in GRAMMAR_STRATEGIES:
                 bad("grammar", f"constrains {', '.join(GRAMMAR_STRATEGIES)}; '{self.strategy}' feeds back no single "
                                "token for it to follow")

@@ -23,33 +23,44 @@ REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 OUTSIDE = "references outside the schema are not followed"
 
 
-def _bad(message: str):
-    raise ConfigError("grammar", f"grammar: {message}")
+# json's own messages for a text that is not JSON, by the short name a page translates ("other": another one)
+JSON_PROBLEMS = {"Expecting value": "value", "Expecting ',' delimiter": "comma", "Expecting ':' delimiter": "colon",
+                 "Expecting property name enclosed in double quotes": "name", "Extra data": "extra",
+                 "Unterminated string starting at": "unterminated", "Invalid control character at": "control",
+                 "Invalid \\escape": "escape"}
+
+
+def _bad(message: str, reason: str, /, **values):
+    """A schema that cannot be used: the English sentence, and its reason and values for a page to translate."""
+    raise ConfigError("grammar", f"grammar: {message}", reason, **values)
 
 
 def parse_schema(text: str):
     """The JSON Schema in `text`, parsed and checked: nesting, a whole-document true/false, references.
     Raises ConfigError with one line naming what is wrong."""
     if nesting(brackets(text), MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
-        _bad(f"the JSON schema is nested more than {MAX_SCHEMA_DEPTH} levels deep (objects and arrays)")
+        _bad(f"the JSON schema is nested more than {MAX_SCHEMA_DEPTH} levels deep (objects and arrays)",
+             "schema_too_deep", most=MAX_SCHEMA_DEPTH)
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", "schema_not_json",
+             line=exc.lineno, column=exc.colno, problem=JSON_PROBLEMS.get(exc.msg, "other"), message=exc.msg)
     if not _is_text(schema):
         _bad("the JSON schema holds an unpaired surrogate (a \\ud800-style escape that is not half of a "
-             "character), which is not text")
+             "character), which is not text", "schema_surrogate")
     if schema is True:
         _bad("the JSON schema true allows every JSON value, so it constrains nothing; write what the output must "
-             "be, like {\"type\": \"object\"}")
+             "be, like {\"type\": \"object\"}", "schema_true")
     if schema is False:
-        _bad("the JSON schema false allows no value at all, so no output can match it")
+        _bad("the JSON schema false allows no value at all, so no output can match it", "schema_false")
     if not isinstance(schema, dict):
-        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}")
+        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}", "schema_not_object")
     outside = outside_reference(schema)
     if outside is not None:
         _bad(f"{OUTSIDE} ({outside[0]} {json.dumps(outside[1][:80], ensure_ascii=False)}); "
-             "a reference must start with #, like \"#/$defs/item\"")
+             "a reference must start with #, like \"#/$defs/item\"", "schema_outside", keyword=outside[0],
+             target=str(outside[1])[:80])
     return schema
 
 
@@ -148,8 +159,8 @@ def _linear(draft):
 
 
 def check_output(schema: dict, value) -> tuple:
-    """(valid, why) for a parsed JSON value against a schema from parse_schema: True/False, or None with the
-    reason when jsonschema cannot check it."""
+    """(valid, verdict, values) for a parsed JSON value against a schema from parse_schema: True/False, or None
+    when jsonschema cannot check it; the verdict is named for engine.grammar.VERDICT_WORDS."""
     import jsonschema
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
@@ -157,18 +168,20 @@ def check_output(schema: dict, value) -> tuple:
     draft = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     if "unevaluatedProperties" in json.dumps(schema) and "patternProperties" in json.dumps(schema):
         # jsonschema works out what unevaluatedProperties leaves with Python's re, deep inside; not run here
-        return None, "JSON; a schema with unevaluatedProperties and patternProperties is not checked a second time"
+        return None, "schema_mixed", {}
     try:
         draft.check_schema(schema, format_checker=None)     # a format check would compile patterns with re
         error = best_match(_linear(draft)(schema, registry=_registry()).iter_errors(value))
     except jsonschema.SchemaError:
-        return None, "JSON; the schema itself is not one jsonschema reads"
+        return None, "schema_unread", {}
     except Unresolvable:
-        return None, f"JSON; {OUTSIDE}"
+        return None, "schema_unresolved", {}
     except Unchecked:
-        return None, "JSON; a pattern in the schema is not one the grammar library reads; not checked a second time"
+        return None, "schema_pattern_unread", {}
     except RecursionError:
-        return None, "JSON; the schema refers to itself too deeply to check a second time"
+        return None, "schema_recursion", {}
     if error is not None:
-        return False, f"JSON, but not of the schema ({error.message[:200]})"
-    return True, "JSON that matches the schema"
+        where = "/".join(str(part) for part in error.absolute_path)
+        return False, "not_schema", {"message": error.message[:200], "keyword": str(error.validator)[:40],
+                                     "where": where}
+    return True, "schema_match", {}

@@ -138,13 +138,21 @@ def test_no_schema_reference_reaches_the_socket(capsys, monkeypatch, tmp_path, t
         except TraceFormatError as exc:
             upload = str(exc)
         checked = [attempt(lambda: output_check("json_schema", json.dumps(ref), '{"a": 1}')),
-                   attempt(lambda: check_output({"$ref": f"{listener.address}/x.json"}, 1))]
+                   attempt(lambda: english(check_output({"$ref": f"{listener.address}/x.json"}, 1)))]
         library = attempt(lambda: grammar_library_reads(ref))      # the grammar library, handed it directly
     assert listener.connections == 0
     assert_one_error_line(result, f"grammar: {OUTSIDE}")
     assert OUTSIDE in upload, upload
     assert [valid for valid, _ in checked] == [None, None] and all(OUTSIDE in why for _, why in checked), checked
     assert "does not fetch" in library, library
+
+
+def english(verdict: tuple) -> tuple:
+    """check_output's (valid, verdict, values) as (valid, the English sentence)."""
+    from engine.grammar import VERDICT_WORDS
+
+    valid, name, values = verdict
+    return valid, VERDICT_WORDS[name].format(**values)
 
 
 def grammar_library_reads(schema) -> str:
