@@ -1,12 +1,12 @@
 """Whole answers' run on a page: the tree grown with a progress bar, and kept when the run is stopped.
 
-Any click (the Stop button, Streamlit's own Stop, or a setting changed) makes Streamlit end the page's run
-at its next element update, here the progress bar's. The tree's progress callback catches that, lets the
-search end where it is, keeps the tree so far under the session's id (the stopped run may no longer touch
-session state) and lets the stop go on. Streamlit starts the next run at once, in another thread, while the
-old one is still in a forward pass: the next run first asks the old one to end and waits for it
-(`let_go`), then shows the kept tree, said to be stopped, until the settings change. The ledger so far,
-drawn as the tree grows, stays on screen after a stop.
+Any click (the Stop button, Streamlit's own Stop, or a setting changed) makes Streamlit end the page's run at its next
+element update, here the progress bar's. The tree's progress callback catches that, lets the search end where it
+is, keeps the tree so far under the session's id (the stopped run may no longer touch session state) and lets
+the stop go on. Streamlit starts the next run at once, in another thread, while the old one is still in a
+forward pass: the next run first asks the old one to end and waits for it (`let_go`), then shows the kept tree,
+said to be stopped, until the settings change. A press on Streamlit's own Stop presses the page's Stop instead
+(ui.progress.STOP_BRIDGE), so it shows the tree so far too.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 from engine.answers.run import AnswersRun, explore
 from figures.labels import for_markdown, visible
 from ui.i18n import t
+from ui.progress import STOP_BRIDGE
 from engine import LoadedModel
 
 _KEPT: dict = {}          # session id -> (identity, the run stopped early)
@@ -61,7 +62,9 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
     session = _session()
     bar = st.progress(0.0, text=t("answers.growing"))
     live = st.empty()
-    st.button(t("answers.stop"), key="wa_stop", icon="⏹️", help=t("answers.stop_help"))   # a click stops the run
+    # a click stops the run; Streamlit's own Stop is passed on to this button (ui.progress.STOP_BRIDGE)
+    st.button(t("answers.stop"), key="_stop_button_answers", icon="⏹️", help=t("answers.stop_help"))
+    st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
     interrupted: list = []
     drawn = [0.0]
     stop, done = threading.Event(), threading.Event()

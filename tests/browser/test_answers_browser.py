@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from browser_helpers import MODEL_TIMEOUT_MS, assert_no_exception, screenshot, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -13,10 +15,15 @@ EN = json.loads((ROOT / "assets" / "texts" / "en" / "answers.json").read_text(en
 BIG = "prompt=Tell+me+a+story+about+a+robot.&chat=true&wa_budget=1000&wa_depth=16&wa_branch=16&wa_samples=0&tour=0"
 
 
-def test_stop_shows_the_tree_so_far(page, server):
-    page.goto(f"{server.url}/answers?{BIG}", wait_until="domcontentloaded")
+@pytest.mark.parametrize("which", ["the page's", "Streamlit's"])
+def test_stop_shows_the_tree_so_far(page, server, which):
+    """Either Stop: the page's own button, or the one in Streamlit's toolbar that users press first."""
+    page.goto(f"{server.url}/answers?{BIG}&seed={len(which)}", wait_until="domcontentloaded")
     page.get_by_text("So far:").first.wait_for(timeout=MODEL_TIMEOUT_MS)
-    page.locator(".st-key-wa_stop button").first.click()
+    if which == "Streamlit's":
+        page.locator('[data-testid="stStatusWidget"] button').first.click()
+    else:
+        page.locator(".st-key-_stop_button_answers button").first.click()
     note = page.get_by_text("Stopped after").first
     note.wait_for(timeout=MODEL_TIMEOUT_MS)
     expanded = int(re.search(r"Stopped after ([\d,]+) of 1,000", note.inner_text()).group(1).replace(",", ""))
@@ -47,6 +54,7 @@ def test_a_saved_run_opens_without_the_model_and_a_lying_one_is_one_line(page, s
     upload.set_input_files(str(good))
     page.get_by_text("Showing a saved run of tiny-llama").first.wait_for(timeout=MODEL_TIMEOUT_MS)
     wait_idle(page)
+    page.locator(".st-key-wa_tree .main-svg .gtitle").first.wait_for()
     main = page.inner_text('[data-testid="stMain"]')
     assert f"{run.tree.expansions} prefixes expanded" in main
     screenshot(page, "answers_saved_run")
