@@ -219,7 +219,7 @@
                           T(n[4]) + "<br>cum logprob " + fmt(n[5], 3) + "<br>score " + fmt(n[6], 3);
                  }), hoverinfo: "text"});
     });
-    data.push({type: "scatter", mode: "markers+text", x: [0], y: [0], text: [T("root")], textposition: "top right",
+    data.push({type: "scatter", mode: "markers+text", x: [0], y: [0], text: [T("root")], textposition: "bottom right",
                marker: {symbol: "square", size: 12, color: "#888"}, hoverinfo: "skip", showlegend: false,
                cliponaxis: false});
     var low = Math.min.apply(null, rows), high = Math.max.apply(null, rows);
