@@ -1,4 +1,5 @@
-"""Share and export on every page: the trace as JSON (down and up), the figure as standalone HTML."""
+"""Share and export on every page: the trace as JSON (down and up), the figure as standalone HTML, the run as a
+lesson file."""
 from __future__ import annotations
 
 import re
@@ -6,8 +7,9 @@ import re
 import streamlit as st
 
 from engine import Trace, TraceFormatError
+from engine.lesson import lesson_html
 from figures.labels import for_markdown
-from ui.i18n import t
+from ui.i18n import language, t
 
 
 def _slug(text: str) -> str:
@@ -23,16 +25,26 @@ def figure_html(fig) -> str:
     return fig.to_html(include_plotlyjs=True, full_html=True)
 
 
-def export_bar(trace: Trace | None, fig, page: str, key: str) -> None:
-    """Download buttons for the trace JSON and the current figure. The HTML is built only on click."""
-    cols = st.columns(2)
+def lesson_file_name(trace: Trace, page: str) -> str:
+    return f"decodescope-lesson-{page}-{trace.config.strategy}-{_slug(trace.prompt)}.html"
+
+
+def export_bar(trace: Trace | None, fig, page: str, key: str, lesson: bool = False) -> None:
+    """Download buttons for the trace JSON, the current figure and, with `lesson`, the run as a lesson file
+    (engine.lesson: one HTML page that steps through it offline). The HTML is built only on click."""
+    cols = st.columns(3 if lesson else 2)
     if trace is not None:
         cols[0].download_button(t("export.download_trace"), data=lambda: trace.to_json(indent=1),
                                 file_name=trace_file_name(trace, page), mime="application/json",
                                 key=f"{key}_trace_json", icon="💾", on_click="ignore",
                                 help=t("export.download_trace_help"))
+    if trace is not None and lesson:
+        cols[1].download_button(t("export.download_lesson"), data=lambda: lesson_html(trace, lang=language()),
+                                file_name=lesson_file_name(trace, page), mime="text/html",
+                                key=f"{key}_lesson_html", icon="🎓", on_click="ignore",
+                                help=t("export.download_lesson_help"))
     if fig is not None:
-        cols[1].download_button(t("export.download_figure"), data=lambda: figure_html(fig),
+        cols[-1].download_button(t("export.download_figure"), data=lambda: figure_html(fig),
                                 file_name=f"decodescope-{page}.html", mime="text/html",
                                 key=f"{key}_figure_html", icon="📊", on_click="ignore",
                                 help=t("export.download_figure_help"))

@@ -56,6 +56,9 @@ def test_a_local_decode_still_offers_the_logit_lens(tiny_llama_folder):
     _, folder = tiny_llama_folder
     at = app("step_by_step", state={"model": folder})
     assert texts("pipeline")["lens_title"] in [e.proto.label for e in at.expander]
+    # beside the trace's download, the run as a lesson file (built only when clicked)
+    labels = [e.proto.label for e in at.get("download_button")]
+    assert labels.index(texts("export")["download_lesson"]) == labels.index(texts("export")["download_trace"]) + 1
 
 
 # ---- a sample trace on Beam tree -----------------------------------------------------------------
