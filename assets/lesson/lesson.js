@@ -10,6 +10,7 @@
   var RAW = "#4c78a8", SHAPED = "#f58518", CUT = "rgba(150,150,150,0.45)", CHOSEN = "#e45756",
       CUMULATIVE = "#54a24b", THRESHOLD = "#b279a2", EDGE = "rgba(128,128,128,0.55)",
       EDGE_PRUNED = "rgba(128,128,128,0.2)";
+  var LABEL = 20, LABEL_PHONE = 12;     // characters of a token's text on the chart's axis
   var $ = function (id) { return document.getElementById(id); };
 
   function T(key, values) {
@@ -26,6 +27,11 @@
   // Plotly reads a small HTML subset in tick and hover texts: a token such as <b> must stay literal
   function plain(text) {
     return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+  // a label at most `limit` characters (code points), then an ellipsis; the hover has it whole
+  function short(text, limit) {
+    var chars = Array.from(text);
+    return chars.length <= limit ? text : chars.slice(0, limit - 1).join("") + "\u2026";
   }
   function fmt(x, digits) { return x === null || x === undefined ? "\u2212\u221e" : x.toFixed(digits); }
   function put(id, text) { $(id).textContent = text; }
@@ -138,7 +144,7 @@
     var chosen = st.ids.indexOf(st.chosen), cum = [], total = 0, notes = [];
     for (var i = 0; i < n; i++) {
       pos.push(i);
-      ticks.push(st.rank[i] + ". " + plain(visible(st.texts[i])));
+      ticks.push(st.rank[i] + ". " + plain(short(visible(st.texts[i]), narrow() ? LABEL_PHONE : LABEL)));
       hover.push("<b>" + plain(visible(st.texts[i])) + "</b> (id " + st.ids[i] + ")<br>" + T("raw") + ": " +
                  fmt(st.p[i], 4) + "<br>" + T("shaped") + ": " + fmt(st.q[i], 4));
       total += st.p[i];
@@ -209,7 +215,7 @@
       var group = groups[style[0]], text = labelled && style[0] !== "pruned";
       data.push({type: "scatter", mode: text ? "markers+text" : "markers", name: T(style[0]),
                  x: group.map(function (n) { return n[2] + 1; }), y: group.map(function (n) { return n[7]; }),
-                 text: group.map(function (n) { return plain(visible(n[3])).slice(0, 40); }),
+                 text: group.map(function (n) { return plain(short(visible(n[3]), 9)); }),
                  textposition: group.map(function (n) { return n[2] % 2 ? "bottom center" : "top center"; }),
                  cliponaxis: false, textfont: {size: 11},
                  marker: {symbol: style[1], size: style[2], opacity: style[3], color: style[4],
