@@ -2,6 +2,7 @@
    text from it on the page with textContent (never as HTML), and redraws one Plotly chart per step. */
 (function () {
   "use strict";
+  window.lessonScriptStart = performance.now();    // plotly.js is loaded (bench/bench_lesson.py reads both)
   var L = JSON.parse(document.getElementById("lesson-data").textContent);
   var V = L.view, steps = V.steps, N = steps.length;
   var lang = L.texts[L.lang] ? L.lang : "en";
