@@ -11,7 +11,8 @@
   var RAW = "#4c78a8", SHAPED = "#f58518", CUT = "rgba(150,150,150,0.45)", CHOSEN = "#e45756",
       CUMULATIVE = "#54a24b", THRESHOLD = "#b279a2", EDGE = "rgba(128,128,128,0.55)",
       EDGE_PRUNED = "rgba(128,128,128,0.2)";
-  var LABEL = 20, LABEL_PHONE = 12;     // characters of a token's text on the chart's axis
+  var LABEL = 20, LABEL_PHONE = 12;
+  var STRIP = 150;                        // px of the strip under the chart (rounds, or Z per step)     // characters of a token's text on the chart's axis
   var $ = function (id) { return document.getElementById(id); };
 
   function T(key, values) {
@@ -51,6 +52,19 @@
     var beams = steps[s].beams;
     return beams.length ? pathTo(beams[0]) : [];
   }
+
+  // ---- speculative decoding: where each step's token came from -----------------------------------------------
+  var origin = [];
+  (V.rounds || []).forEach(function (r, i) {
+    var pos = r.first, kept = 0;
+    r.drafts.forEach(function (d) {
+      if (d[3] === "kept") { origin[pos++] = {round: i, kind: "kept_draft", q: d[1], p: d[2]}; kept += 1; }
+    });
+    if (r.next) origin[pos] = {round: i, kind: r.next[1]};
+    r.kept = kept;
+  });
+  var grammar = steps.some(function (st) { return st.grammar; });
+  var strip = V.rounds ? "rounds" : (grammar ? "z" : null);
 
   // ---- the words around the chart ---------------------------------------------------------------------------
   function strategyLine() {
@@ -118,6 +132,13 @@
         : T("chosen_line", {token: visible(st.texts[i]), rank: st.rank[i], p: fmt(st.p[i], 4)}));
       fact(T("entropy_line", {h: fmt(st.entropy, 3), hs: fmt(st.shaped_entropy, 3)}));
       if (V.config.warped) fact(T("kept_line", {kept: st.kept_count.toLocaleString()}));
+      var from = origin[s];
+      if (from) {
+        var r = V.rounds[from.round];
+        fact(T("round_line", {round: from.round + 1, drafted: r.drafts.length, kept: r.kept}));
+        fact(from.kind === "kept_draft" ? T("origin_kept", {q: fmt(from.q, 4), p: fmt(from.p, 4)})
+          : T(from.kind === "bonus" ? "origin_bonus" : "origin_corrected"));
+      }
       if (st.grammar) {
         fact(T("grammar_line", {allowed: st.grammar.allowed.toLocaleString(), z: fmt(st.grammar.z, 4)}));
         if (st.grammar.forced) fact(T("forced_line"));
@@ -131,7 +152,7 @@
   // ---- the charts -------------------------------------------------------------------------------------------
   function chartHeight(rows) {
     var top = $("chart").getBoundingClientRect().top + window.scrollY;
-    var room = window.innerHeight - top - 12;
+    var room = window.innerHeight - top - 12 - (strip ? STRIP : 0);
     if (narrow()) return Math.max(320, Math.min(520, 110 + 30 * rows));
     return Math.max(360, Math.min(room, 150 + 34 * rows));
   }
@@ -141,21 +162,27 @@
   }
 
   function candidatesFigure(s) {
-    var st = steps[s], n = Math.min(st.ids.length, narrow() ? 10 : 20), pos = [], ticks = [], hover = [];
-    var chosen = st.ids.indexOf(st.chosen), cum = [], total = 0, notes = [];
-    for (var i = 0; i < n; i++) {
+    var st = steps[s], cap = narrow() ? 10 : 20, pos = [], ticks = [], hover = [], idx = [];
+    var listed = st.ids.indexOf(st.chosen), cum = [], total = 0, notes = [], chosen = -1;
+    for (var j = 0; j < Math.min(st.ids.length, cap); j++) idx.push(j);
+    if (listed >= cap) idx[cap - 1] = listed;                     // a chosen token from far down the list stays in view
+    var n = idx.length;
+    idx.forEach(function (k, i) {
       pos.push(i);
-      ticks.push(st.rank[i] + ". " + plain(short(visible(st.texts[i]), narrow() ? LABEL_PHONE : LABEL)));
-      hover.push("<b>" + plain(visible(st.texts[i])) + "</b> (id " + st.ids[i] + ")<br>" + T("raw") + ": " +
-                 fmt(st.p[i], 4) + "<br>" + T("shaped") + ": " + fmt(st.q[i], 4));
-      total += st.p[i];
+      if (k === listed) chosen = i;
+      ticks.push(st.rank[k] + ". " + plain(short(visible(st.texts[k]), narrow() ? LABEL_PHONE : LABEL)));
+      hover.push("<b>" + plain(visible(st.texts[k])) + "</b> (id " + st.ids[k] + ")<br>" + T("raw") + ": " +
+                 fmt(st.p[k], 4) + "<br>" + T("shaped") + ": " + fmt(st.q[k], 4));
+      total += st.p[k];
       cum.push(Math.min(total, 1));
-    }
-    var kept = st.kept.slice(0, n), outline = {color: CHOSEN, width: pos.map(function (i) { return i === chosen ? 3 : 0; })};
+    });
+    var pick = function (column) { return idx.map(function (k) { return column[k]; }); };
+    var raw = pick(st.p), shaped = pick(st.q), kept = pick(st.kept);
+    var outline = {color: CHOSEN, width: pos.map(function (i) { return i === chosen ? 3 : 0; })};
     var data = [
-      {type: "bar", orientation: "h", y: pos, x: st.p.slice(0, n), name: T("raw"), hovertext: hover, hoverinfo: "text",
+      {type: "bar", orientation: "h", y: pos, x: raw, name: T("raw"), hovertext: hover, hoverinfo: "text",
        marker: {color: kept.map(function (k) { return k ? RAW : CUT; }), line: outline}},
-      {type: "bar", orientation: "h", y: pos, x: st.q.slice(0, n), name: T("shaped"), hovertext: hover,
+      {type: "bar", orientation: "h", y: pos, x: shaped, name: T("shaped"), hovertext: hover,
        hoverinfo: "text", marker: {color: kept.map(function (k) { return k ? SHAPED : CUT; }), line: outline}},
       {type: "scatter", x: cum, y: pos, xaxis: "x2", mode: "lines+markers", name: T("cumulative"),
        line: {color: CUMULATIVE, width: 2}, marker: {size: 5}, hoverinfo: "x+name"}];
@@ -170,8 +197,8 @@
       notes.push({x: p, y: n - 0.5, xref: "x2", yref: "y", text: label, showarrow: false, xanchor: "right",
                   yanchor: "bottom", font: {size: 12}});
     }
-    if (chosen >= 0 && chosen < n) {
-      notes.push({x: Math.max(st.p[chosen], st.q[chosen]), y: chosen, xref: "x", yref: "y", xanchor: "left",
+    if (chosen >= 0) {
+      notes.push({x: Math.max(raw[chosen], shaped[chosen]), y: chosen, xref: "x", yref: "y", xanchor: "left",
                   xshift: 6, showarrow: false, text: '<span style="color:' + CHOSEN + '">\u25c0</span> ' + T("chosen")});
     }
     var layout = base(chartHeight(n));
@@ -179,7 +206,7 @@
     layout.barmode = "group";
     layout.bargap = 0.25;
     layout.annotations = notes;
-    var top = Math.max.apply(null, st.p.slice(0, n).concat(st.q.slice(0, n)));
+    var top = Math.max.apply(null, raw.concat(shaped));
     layout.margin = {l: 10, r: 16, t: 64, b: narrow() ? 110 : 84};
     layout.yaxis = {tickmode: "array", tickvals: pos, ticktext: ticks, autorange: "reversed", automargin: true};
     // room right of the longest bar for the chosen mark
@@ -241,6 +268,33 @@
     return {data: data, layout: layout};
   }
 
+  // one bar per step: where its token came from (speculative), or Z and whether the grammar forced it
+  function stripFigure(s) {
+    var groups = strip === "rounds"
+      ? [["kept_draft", "#54a24b"], ["corrected", "#4c78a8"], ["bonus", "#eeca3b"]]
+      : [["free", "#4c78a8"], ["forced", "#b279a2"]];
+    var data = groups.map(function (g) {
+      var x = [], y = [];
+      steps.forEach(function (st, i) {
+        var kind = strip === "rounds" ? (origin[i] || {}).kind : (st.grammar && st.grammar.forced ? "forced" : "free");
+        if (kind === g[0]) { x.push(i + 1); y.push(strip === "rounds" ? 1 : (st.grammar ? st.grammar.z : null)); }
+      });
+      return {type: "bar", x: x, y: y, width: 0.85, name: T(g[0]), marker: {color: g[1]}, hoverinfo: "x+y+name"};
+    });
+    var layout = base(STRIP);
+    layout.title = {text: T(strip === "rounds" ? "strip_rounds" : "strip_z"), x: 0, xanchor: "left",
+                    font: {size: 13}};
+    layout.margin = {l: 40, r: 10, t: 30, b: 24};
+    layout.bargap = 0.15;
+    layout.barmode = "overlay";
+    layout.xaxis = {range: [0.5, N + 0.5], dtick: N > 20 ? 5 : 1};
+    layout.yaxis = {range: [0, 1.05], visible: strip !== "rounds", tickvals: [0, 0.5, 1]};
+    layout.legend = {orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom", font: {size: 11}};
+    layout.shapes = [{type: "rect", xref: "x", yref: "paper", x0: s + 0.5, x1: s + 1.5, y0: 0, y1: 1,
+                      line: {color: CHOSEN, width: 2}}];
+    return {data: data, layout: layout};
+  }
+
   function draw(s) {
     var fig;
     if (V.kind === "beam") fig = treeFigure(s);
@@ -248,6 +302,11 @@
     else fig = {data: [], layout: Object.assign(base(240), {title: {text: T("no_candidates")}})};
     var done = Plotly.react("chart", fig.data, fig.layout, {displayModeBar: false, responsive: true,
                                                               scrollZoom: false});
+    if (strip) {
+      var small = stripFigure(s);
+      $("strip").hidden = false;
+      Plotly.react("strip", small.data, small.layout, {displayModeBar: false, responsive: true, scrollZoom: false});
+    }
     if (!drawn) {
       drawn = true;
       Promise.resolve(done).then(function () { window.lessonFirstChart = performance.now(); });

@@ -85,4 +85,14 @@ def lesson_view(trace) -> dict:
             "sequences": [{"text": s.text, "score": num(s.score)} for s in trace.sequences]}
     if view["kind"] == "beam":
         view["tree"] = tree_view(trace)
+    if trace.rounds:
+        view["rounds"] = rounds_view(trace.rounds)
     return view
+
+
+def rounds_view(rounds: list) -> list:
+    """Speculative decoding's rounds: the step of each round's first token, its drafts as [text, q, p, status]
+    (kept, rejected, unchecked), and the target's own token after them as [text, kind] (corrected, bonus; none
+    when the round ended at a kept end-of-text)."""
+    return [{"first": r.first_step, "drafts": [[d.text, num(d.q), num(d.p), d.status] for d in r.drafts],
+             "next": [r.next_text, r.next_kind] if r.next_id is not None else None} for r in rounds]

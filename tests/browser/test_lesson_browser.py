@@ -35,11 +35,21 @@ def lessons(llama, tmp_path_factory):
     data["steps"][1]["candidates"][1]["text"] = HOSTILE
     sample = Trace.from_dict(data)
     beam = decode(llama, "The capital of France is", DecodeConfig(strategy="beam", num_beams=2, max_new_tokens=4))
+    structured = decode(llama, "The code:", DecodeConfig(strategy="greedy", max_new_tokens=12, grammar_kind="regex",
+                                                         grammar=r"[0-9]{2}-[a-z]{2,3}"))
+    for seed in range(40):          # a run with a rejected draft, so a round ends in the target's correction
+        speculative = decode(llama, "Once upon a time", DecodeConfig(
+            strategy="speculative", draft="early-exit:1", draft_tokens=3, verify="sample", temperature=1.5,
+            max_new_tokens=10, seed=seed))
+        if any(r.next_kind == "corrected" for r in speculative.rounds):
+            break
     files = {}
-    for name, trace in (("sample", sample), ("beam", beam)):
+    for name, trace in (("sample", sample), ("beam", beam), ("structured", structured),
+                        ("speculative", speculative)):
         files[name] = folder / f"{name}.html"
         files[name].write_text(lesson_html(trace, notes={"2": "a note <b>as written</b>"}), encoding="utf-8")
-    return {"sample": (sample, files["sample"]), "beam": (beam, files["beam"])}
+    return {"sample": (sample, files["sample"]), "beam": (beam, files["beam"]),
+            "structured": (structured, files["structured"]), "speculative": (speculative, files["speculative"])}
 
 
 class Opened:
@@ -86,8 +96,11 @@ class Opened:
 def expected_step(trace, s: int) -> tuple:
     """(raw p, shaped p, tick texts, the chosen one's position) of step s, from the trace's own records."""
     cands = sorted(trace.steps[s].candidates, key=lambda c: c.rank)
+    chosen_id = trace.steps[s].chosen_ids[0]
+    if len(cands) > 20 and chosen_id not in [c.token_id for c in cands[:20]]:
+        cands = cands[:19] + [c for c in cands if c.token_id == chosen_id]      # the chosen one stays in view
     ticks = [f"{c.rank}. {html.escape(short_label(visible(c.text), 20), quote=False)}" for c in cands]
-    chosen = [c.token_id for c in cands].index(trace.steps[s].chosen_ids[0])
+    chosen = [c.token_id for c in cands].index(chosen_id)
     return [c.prob for c in cands], [c.shaped_prob for c in cands], ticks, chosen
 
 
@@ -162,7 +175,7 @@ def test_a_sampled_run_steps_by_keys_and_buttons_with_the_traces_numbers(browser
 
 
 def test_on_a_phone_nothing_scrolls_sideways_and_every_control_is_tappable(browser, lessons):
-    for kind in ("sample", "beam"):
+    for kind in ("sample", "beam", "structured", "speculative"):
         trace, path = lessons[kind]
         lesson = Opened(browser, path, PHONE)
         page = lesson.page
@@ -191,4 +204,45 @@ def test_a_beam_search_grows_its_tree_step_by_step(browser, lessons):
             trace.best.node_id)
         assert page.text_content("#text") == "".join(n.text for n in running)
     lesson.shot("beam-1280x720")
+    lesson.close()
+
+
+def strip(lesson: Opened) -> dict:
+    return lesson.page.evaluate("""() => Object.fromEntries(document.getElementById('strip').data
+                                           .map(t => [t.name, [t.x, t.y]]))""")
+
+
+def test_the_strip_shows_z_per_step_and_where_each_speculative_token_came_from(browser, lessons):
+    trace, path = lessons["structured"]
+    lesson = Opened(browser, path, WIDE)
+    shown = strip(lesson)
+    forced = [(i + 1, s.grammar.feasible_mass) for i, s in enumerate(trace.steps) if s.grammar.forced]
+    free = [(i + 1, s.grammar.feasible_mass) for i, s in enumerate(trace.steps) if not s.grammar.forced]
+    for name, expected in (("forced", forced), ("chosen by the model", free)):
+        assert shown[name][0] == [x for x, _ in expected]
+        assert shown[name][1] == pytest.approx([z for _, z in expected], rel=1e-5)
+    check_step(lesson, trace, 0)
+    lesson.shot("structured-1280x720")
+    lesson.close()
+
+    trace, path = lessons["speculative"]
+    kinds = {}                        # step (from 1) -> where its token came from, read off the rounds
+    for r in trace.rounds:
+        step = r.first_step + 1
+        for d in r.drafts:
+            if d.status == "kept":
+                kinds[step] = "kept draft"
+                step += 1
+        if r.next_id is not None:
+            kinds[step] = r.next_kind
+    lesson = Opened(browser, path, WIDE)
+    shown = strip(lesson)
+    for name in ("kept draft", "corrected", "bonus"):
+        assert shown[name][0] == [s for s, kind in sorted(kinds.items()) if kind == name]
+    assert "corrected" in kinds.values()
+    for s in range(len(trace.steps)):
+        if s:
+            lesson.page.keyboard.press("ArrowRight")
+        check_step(lesson, trace, s)
+    lesson.shot("speculative-1280x720")
     lesson.close()
