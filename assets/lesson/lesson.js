@@ -35,6 +35,13 @@
     var chars = Array.from(text);
     return chars.length <= limit ? text : chars.slice(0, limit - 1).join("") + "\u2026";
   }
+  // the widest of these labels in px, at the chart's font: the left margin, worked out here because Plotly's
+  // automargin draws every chart twice (half of each step's time)
+  var ruler = document.createElement("canvas").getContext("2d");
+  function widest(labels, size) {
+    ruler.font = size + "px " + FONT;
+    return labels.reduce(function (w, text) { return Math.max(w, ruler.measureText(text).width); }, 0);
+  }
   function fmt(x, digits) { return x === null || x === undefined ? "\u2212\u221e" : x.toFixed(digits); }
   function put(id, text) { $(id).textContent = text; }
   function narrow() { return window.innerWidth < 760; }
@@ -167,10 +174,12 @@
     for (var j = 0; j < Math.min(st.ids.length, cap); j++) idx.push(j);
     if (listed >= cap) idx[cap - 1] = listed;                     // a chosen token from far down the list stays in view
     var n = idx.length;
+    var labels = [];
     idx.forEach(function (k, i) {
       pos.push(i);
       if (k === listed) chosen = i;
-      ticks.push(st.rank[k] + ". " + plain(short(visible(st.texts[k]), narrow() ? LABEL_PHONE : LABEL)));
+      labels.push(st.rank[k] + ". " + short(visible(st.texts[k]), narrow() ? LABEL_PHONE : LABEL));
+      ticks.push(plain(labels[i]));
       hover.push("<b>" + plain(visible(st.texts[k])) + "</b> (id " + st.ids[k] + ")<br>" + T("raw") + ": " +
                  fmt(st.p[k], 4) + "<br>" + T("shaped") + ": " + fmt(st.q[k], 4));
       total += st.p[k];
@@ -207,10 +216,10 @@
     layout.bargap = 0.25;
     layout.annotations = notes;
     var top = Math.max.apply(null, raw.concat(shaped));
-    layout.margin = {l: 10, r: 16, t: 64, b: narrow() ? 110 : 84};
-    layout.yaxis = {tickmode: "array", tickvals: pos, ticktext: ticks, autorange: "reversed", automargin: true};
+    layout.margin = {l: Math.ceil(widest(labels, 13)) + 16, r: 16, t: 64, b: narrow() ? 110 : 84};
+    layout.yaxis = {tickmode: "array", tickvals: pos, ticktext: ticks, autorange: "reversed"};
     // room right of the longest bar for the chosen mark
-    layout.xaxis = {title: {text: T("x_axis"), standoff: 4}, range: [0, top * 1.3 + 1e-9], automargin: true};
+    layout.xaxis = {title: {text: T("x_axis"), standoff: 12}, range: [0, top * 1.3 + 1e-9]};
     layout.xaxis2 = {overlaying: "x", side: "top", range: [0, 1.05], showgrid: false, tickvals: [0, 0.5, 1],
                      tickfont: {color: CUMULATIVE}};
     layout.legend = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom"};
