@@ -76,9 +76,11 @@
   // ---- the words around the chart ---------------------------------------------------------------------------
   function strategyLine() {
     var c = V.config, parts = [c.strategy];
-    if (c.strategy === "beam") parts.push(c.num_beams + " beams", "length penalty " + c.length_penalty);
+    if (c.strategy === "beam") {
+      parts.push(T("setting_beams", {n: c.num_beams}), T("setting_length_penalty", {v: c.length_penalty}));
+    }
     if (c.warped) {
-      if (c.temperature !== 1) parts.push("temperature " + c.temperature);
+      if (c.temperature !== 1) parts.push(T("setting_temperature", {v: c.temperature}));
       if (c.top_k > 0) parts.push("top-k " + c.top_k);
       if (c.top_p < 1) parts.push("top-p " + c.top_p);
       if (c.min_p > 0) parts.push("min-p " + c.min_p);
