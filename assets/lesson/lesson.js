@@ -197,10 +197,12 @@
        hoverinfo: "text", marker: {color: kept.map(function (k) { return k ? SHAPED : CUT; }), line: outline}},
       {type: "scatter", x: cum, y: pos, xaxis: "x2", mode: "lines+markers", name: T("cumulative"),
        line: {color: CUMULATIVE, width: 2}, marker: {size: 5}, hoverinfo: "x+name"}];
-    if (kept.indexOf(0) >= 0) {
-      data.push({type: "bar", orientation: "h", x: [null], y: [null], name: T("cut"), marker: {color: CUT},
+    data[0].showlegend = data[1].showlegend = false;
+    // the legend's swatches, in the bars' own colours (a legend takes the first bar's, grey when it was cut)
+    [["raw", RAW], ["shaped", SHAPED]].concat(kept.indexOf(0) >= 0 ? [["cut", CUT]] : []).forEach(function (entry) {
+      data.push({type: "bar", orientation: "h", x: [null], y: [null], name: T(entry[0]), marker: {color: entry[1]},
                  hoverinfo: "skip"});
-    }
+    });
     if (V.config.warped && V.config.top_p < 1) {
       var p = V.config.top_p, label = T("threshold", {p: p});
       data.push({type: "scatter", x: [p, p], y: [-0.5, n - 0.5], xaxis: "x2", mode: "lines", name: label,
