@@ -56,7 +56,7 @@
   }
   function beamPath(s) {              // the best running beam after step s; the best sequence after the last
     if (s === N - 1 && V.tree.best.length) return V.tree.best;
-    var beams = steps[s].beams;
+    var beams = steps[s].beams || [];
     return beams.length ? pathTo(beams[0]) : [];
   }
 
@@ -123,6 +123,7 @@
     box.scrollTop = box.scrollHeight;   // the new token in view, without scrolling the page
   }
 
+  function rank(st, i) { return st.rank ? st.rank[i] : i + 1; }     // ranks 1..n are not written out
   function fact(text) {
     var li = document.createElement("li");
     li.textContent = text;
@@ -138,7 +139,7 @@
     } else {
       var i = st.ids.indexOf(st.chosen);
       fact(i < 0 ? T("chosen_unlisted", {token: visible(st.chosen_text)})
-        : T("chosen_line", {token: visible(st.texts[i]), rank: st.rank[i], p: fmt(st.p[i], 4)}));
+        : T("chosen_line", {token: visible(st.texts[i]), rank: rank(st, i), p: fmt(st.p[i], 4)}));
       fact(T("entropy_line", {h: fmt(st.entropy, 3), hs: fmt(st.shaped_entropy, 3)}));
       if (V.config.warped) fact(T("kept_line", {kept: st.kept_count.toLocaleString()}));
       var from = origin[s];
@@ -148,6 +149,10 @@
         fact(from.kind === "kept_draft" ? T("origin_kept", {q: fmt(from.q, 4), p: fmt(from.p, 4)})
           : T(from.kind === "bonus" ? "origin_bonus" : "origin_corrected"));
       }
+      (st.stages || []).forEach(function (g) {
+        fact(T("stage_line", {stage: T("stage_" + g[0], {v: g[1]}), kept: g[2].toLocaleString(),
+                              mass: fmt(g[3], 4), token: visible(g[4]), p: fmt(g[5], 4)}));
+      });
       if (st.grammar) {
         fact(T("grammar_line", {allowed: st.grammar.allowed.toLocaleString(), z: fmt(st.grammar.z, 4)}));
         if (st.grammar.forced) fact(T("forced_line"));
@@ -180,7 +185,7 @@
     idx.forEach(function (k, i) {
       pos.push(i);
       if (k === listed) chosen = i;
-      labels.push(st.rank[k] + ". " + short(visible(st.texts[k]), narrow() ? LABEL_PHONE : LABEL));
+      labels.push(rank(st, k) + ". " + short(visible(st.texts[k]), narrow() ? LABEL_PHONE : LABEL));
       ticks.push(plain(labels[i]));
       hover.push("<b>" + plain(visible(st.texts[k])) + "</b> (id " + st.ids[k] + ")<br>" + T("raw") + ": " +
                  fmt(st.p[k], 4) + "<br>" + T("shaped") + ": " + fmt(st.q[k], 4));

@@ -2,7 +2,7 @@
 
 Opened from disk (file://) or any static host: classic inline scripts only (module scripts and fetch do not work
 from disk), a Content Security Policy that forbids every request (default-src 'none'), and the data in a
-<script type="application/json"> with every '<' escaped, so no text of the trace can close the tag.
+<script type="application/json"> with every '</' escaped, so no text of the trace can close the tag.
 """
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ def lesson_texts() -> dict:
 
 
 def script_json(value) -> str:
-    """JSON that is safe inside a <script> element: '<', '>' and '&' as \\u escapes, so '</script>' or '<!--'
-    in a token's text stays text."""
+    """JSON that is safe inside a <script> element: every '</' written '<\\/' and every '<!--' '\\u003c!--', the
+    only sequences that end a script's text or change how it is read, so '</script>' in a token's text stays
+    text. (Every '<' as \\u003c would cost 6 bytes for each byte piece such as <0xE4>.) JSON has '<' only
+    inside strings, where '\\/' and '\\u003c' read back as '/' and '<'."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.replace("<!--", "\\u003c!--").replace("</", "<\\/")
 
 
 def script_text(code: str) -> str:

@@ -2,7 +2,7 @@
 
 A 64-step trace with 20 candidates a step is about 420 KB of JSON (logits, log-probs, stages, the KV cache);
 the page needs a fifth of that, so the lesson carries columns (ids, texts, raw and shaped probabilities) with
-numbers to 6 significant digits, more than any label shows. Texts stay as the trace has them: the page makes
+numbers to 5 significant digits (the page shows 4 decimals). Texts stay as the trace has them: the page makes
 whitespace visible and puts them on the page as text.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 from ..config import WARPED_STRATEGIES
 
-DIGITS = 6
+DIGITS = 5
 
 
 def num(value) -> float | None:
@@ -32,12 +32,19 @@ def step_view(step) -> dict:
     cands = sorted(step.candidates, key=lambda c: c.rank)
     view = {"ids": [c.token_id for c in cands], "texts": [c.text for c in cands],
             "p": [num(c.prob) for c in cands], "q": [num(c.shaped_prob) for c in cands],
-            "kept": [1 if c.kept else 0 for c in cands], "rank": [c.rank for c in cands],
+            "kept": [1 if c.kept else 0 for c in cands],
             "chosen": step.chosen_ids[0] if step.chosen_ids else None,
             "chosen_text": step.chosen_texts[0] if step.chosen_texts else "",
             "entropy": num(step.entropy), "shaped_entropy": num(step.shaped_entropy),
             "kept_count": step.kept_count, "removed_mass": num(step.removed_mass),
             "beams": list(step.beam_node_ids)}
+    if not view["beams"]:
+        del view["beams"]
+    if [c.rank for c in cands] != list(range(1, len(cands) + 1)):     # ranks 1..n, the usual case, go unsaid
+        view["rank"] = [c.rank for c in cands]
+    if step.stages:        # [name, setting, tokens kept, mass removed, top-1 text, its probability] per processor
+        view["stages"] = [[g.name, g.value, g.kept_count, num(g.removed_mass), g.top_text, num(g.top_prob)]
+                          for g in step.stages]
     if step.grammar is not None:
         view["grammar"] = {"z": num(step.grammar.feasible_mass), "forced": step.grammar.forced,
                            "allowed": step.grammar.allowed}

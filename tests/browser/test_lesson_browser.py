@@ -108,8 +108,8 @@ def check_step(lesson: Opened, trace, s: int) -> None:
     raw, shaped, ticks, chosen = expected_step(trace, s)
     shown = lesson.chart()
     assert lesson.where() == f"Step {s + 1} of {len(trace.steps)}"
-    assert shown["data"][0]["x"] == pytest.approx(raw, rel=1e-5, abs=1e-9)
-    assert shown["data"][1]["x"] == pytest.approx(shaped, rel=1e-5, abs=1e-9)
+    assert shown["data"][0]["x"] == pytest.approx(raw, rel=1e-4, abs=1e-9)
+    assert shown["data"][1]["x"] == pytest.approx(shaped, rel=1e-4, abs=1e-9)
     assert shown["ticks"] == ticks
     widths = shown["data"][0]["line"]["width"]
     assert [i for i, w in enumerate(widths) if w > 0] == [chosen]
@@ -220,7 +220,7 @@ def test_the_strip_shows_z_per_step_and_where_each_speculative_token_came_from(b
     free = [(i + 1, s.grammar.feasible_mass) for i, s in enumerate(trace.steps) if not s.grammar.forced]
     for name, expected in (("forced", forced), ("chosen by the model", free)):
         assert shown[name][0] == [x for x, _ in expected]
-        assert shown[name][1] == pytest.approx([z for _, z in expected], rel=1e-5)
+        assert shown[name][1] == pytest.approx([z for _, z in expected], rel=1e-4)
     check_step(lesson, trace, 0)
     lesson.shot("structured-1280x720")
     lesson.close()

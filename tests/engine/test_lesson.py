@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 
@@ -34,6 +35,18 @@ def hostile_trace() -> Trace:
     return Trace.from_dict({**trace.to_dict(), "prompt": HOSTILE + " & <b>", "model": HOSTILE})
 
 
+def start_tags(page: str) -> list:
+    """The start tags an HTML parser reads in the page (a script's text is read as text, up to '</script')."""
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append(tag)
+
+    Tags().feed(page)
+    return found
+
+
 def data_of(html: str) -> dict:
     found = DATA.findall(html)
     assert len(found) == 1
@@ -43,15 +56,16 @@ def data_of(html: str) -> dict:
 def test_the_page_data_holds_the_trace_texts_and_numbers_with_no_markup_left():
     html = lesson_html(hostile_trace(), notes={"2": HOSTILE})
     raw = DATA.findall(html)[0]
-    assert "<" not in raw and ">" not in raw                      # nothing in it can end the tag or open a comment
-    assert html.count("<script") == 3 and html.count("</script>") == 3    # data, plotly.js, the lesson's script
-    assert "<img" not in html
+    assert "</" not in raw and "<!--" not in raw                  # nothing in it can end the tag or open a comment
+    tags = start_tags(html)
+    assert tags.count("script") == 3 and "img" not in tags                # data, plotly.js, the lesson's script
     view = data_of(html)["view"]
     assert view["prompt"] == HOSTILE + " & <b>" and view["model"] == HOSTILE
     first, second = view["steps"]
     # the numbers written in hostile_trace, by raw rank
     assert first["texts"] == [HOSTILE, "<!--", "\n"] and first["ids"] == [7, 9, 4]
     assert first["p"] == [0.5, 0.3, 0.2] and first["q"] == [0.625, 0.375, 0.0] and first["kept"] == [1, 1, 0]
+    assert "rank" not in first                                    # ranks 1, 2, 3 go unsaid
     assert first["chosen"] == 7 and first["chosen_text"] == HOSTILE
     assert second["texts"] == [" the", "the"] and second["p"] == [0.75, 0.25]
     assert data_of(html)["notes"] == {"2": HOSTILE}
