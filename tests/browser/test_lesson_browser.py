@@ -113,6 +113,12 @@ def check_step(lesson: Opened, trace, s: int) -> None:
     assert shown["ticks"] == ticks
     widths = shown["data"][0]["line"]["width"]
     assert [i for i, w in enumerate(widths) if w > 0] == [chosen]
+    facts = lesson.page.text_content("#facts")
+    names = {"temperature": "temperature", "top_k": "top-k", "top_p": "top-p", "min_p": "min-p",
+             "repetition_penalty": "repetition penalty"}
+    for stage in trace.steps[s].stages:           # each sampler stage: its setting and the tokens it kept
+        if stage.name in names:
+            assert f"{names[stage.name]} {stage.value:g}: {stage.kept_count:,} tokens kept" in facts
     marked = lesson.page.text_content("#text mark")
     assert marked == trace.steps[s].chosen_texts[0]
 
