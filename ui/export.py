@@ -60,8 +60,9 @@ def lesson_button(trace: Trace, page: str, key: str) -> None:
     title_key, notes_key = f"{key}_lesson_title", f"{key}_lesson_notes"
     title = st.session_state.get(title_key, "").strip()
     notes, problem = lesson_notes(st.session_state.get(notes_key, ""), len(trace.steps))
+    lang = language()            # read in the run: the file is built later, when the button is clicked
     st.download_button(t("export.download_lesson"),
-                       data=lambda: lesson_html(trace, lang=language(), title=title, notes=notes),
+                       data=lambda: lesson_html(trace, lang=lang, title=title, notes=notes),
                        file_name=lesson_file_name(trace, page), mime="text/html", key=f"{key}_lesson_html",
                        icon="🎓", on_click="ignore", help=t("export.download_lesson_help"),
                        disabled=problem is not None)
