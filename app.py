@@ -22,6 +22,7 @@ PAGES = [
     ("kv_cache.py", "nav.kv_cache", "🗄️"),
     ("structured.py", "nav.structured", "🧩"),
     ("speculative.py", "nav.speculative", "🏎️"),
+    ("answers.py", "nav.answers", "🧮"),
     ("interview.py", "nav.interview", "💬"),
 ]
 

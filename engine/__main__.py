@@ -1,4 +1,5 @@
-"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`, `python -m engine lens --prompt TEXT`.
+"""Command line: `python -m engine decode --prompt TEXT --strategy beam ...`, `python -m engine lens --prompt TEXT`,
+`python -m engine answers --prompt TEXT --depth 8 --budget 200`.
 
 `decode` prints a table (step, chosen token, its probability, the top 5 alternatives),
 with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
@@ -18,11 +19,11 @@ from typing import TYPE_CHECKING
 from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
                      DecodeConfig, draft_spec)
 from .errors import ConfigError, DecodeScopeError
+from .answers_cli import add_answers_arguments, answers_main
 from .lesson.cli import add_lesson_parser, lesson_main
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
-from .cli_input import MAX_PROMPT_FILE, read_text_file
+from .cli_input import MAX_PROMPT_FILE, check_argument_text, read_text_file
 from .output import check_target, say_error, write_file, write_stdout
-from .tokens import unpaired_surrogate
 
 if TYPE_CHECKING:                   # for annotations only: the trace's module is imported where a decode runs
     from .trace import Trace
@@ -127,6 +128,10 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                           formatter_class=_Help)
     add_prompt_and_model(lens)
     lens.add_argument("--top", type=int, default=3, help="candidates shown per layer (1..20)")
+    answers = sub.add_parser("answers", help="the most likely whole answers, the mass the tree holds, and where "
+                                             "greedy, beam search and samples land", formatter_class=_Help)
+    add_prompt_and_model(answers)
+    add_answers_arguments(answers)
     add_lesson_parser(sub, _Help)
     return parser
 
@@ -277,20 +282,15 @@ def read_prompt_file(path: str) -> str:
 def check_prompt_text(prompt: str) -> None:
     """A prompt from the command line that is not text: a byte that was not UTF-8 (Python keeps it as a
     lone surrogate) or a lone surrogate typed as an escape. Named here, before the model loads."""
-    bad = unpaired_surrogate(prompt)
-    if bad is None:
-        return
-    code = ord(prompt[bad])
-    if 0xDC80 <= code <= 0xDCFF:          # how Python keeps an undecodable byte of an argument
-        raise ConfigError("prompt", f"--prompt: is not UTF-8 text (byte 0x{code - 0xDC00:02X} at character "
-                                    f"{bad + 1:,}); check the terminal's encoding, or use --prompt-file")
-    raise ConfigError("prompt", f"--prompt: character {bad + 1:,} is {prompt[bad]!a}, half of a UTF-16 pair, "
-                                "not text; remove it")
+    check_argument_text(prompt, flag="--prompt", field="prompt",
+                        hint="check the terminal's encoding, or use --prompt-file")
 
 
 def check_json_target(path: str | None) -> None:
     """Refuse a --json path that cannot be written before the decode, not after it."""
     check_target(path, "--json")
+
+
 def load_progress():
     """The progress callback for load_model on a terminal: only the slow first load (de-quantising,
     caching) and a damaged cache, with why it is rebuilt, are worth lines there (on stderr)."""
@@ -329,6 +329,13 @@ def lens_main(args) -> int:
     except DecodeScopeError as exc:
         return say_error(exc)
     return 0
+
+
+def _load_for_answers(args):
+    from .model import load_model
+
+    check_json_target(args.json)
+    return load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
 
 
 def _served(args, config):
@@ -452,6 +459,8 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         return say_error(DecodeScopeError("standard output is closed; nothing could be written"))
     if args.command == "lens":
         return lens_main(args)
+    if args.command == "answers":
+        return answers_main(args, read_prompt_file, check_prompt_text, _load_for_answers)
     if args.command == "lesson":
         return lesson_main(args)
     try:

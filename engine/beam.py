@@ -185,6 +185,7 @@ class BeamSearch(Runner):
         return Step(index=t, chosen_ids=[int(x) for x in self._last],
                     chosen_texts=[lm.token_texts[int(x)] for x in self._last], kv=kv,
                     beam_node_ids=list(self.running_nodes), candidates=dist.candidates, entropy=dist.entropy,
+                    varentropy=dist.varentropy,
                     shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
                     grammar=grammar)
 

@@ -8,6 +8,7 @@ import stat
 import sys
 
 from .errors import ConfigError
+from .tokens import unpaired_surrogate
 from . import output
 
 MAX_PROMPT_FILE = 10 * 1024 * 1024   # no model's context holds more; a bigger file is a wrong file
@@ -57,3 +58,17 @@ def _read_pipe(path: str, flag: str, field: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def check_argument_text(text: str, *, flag: str, field: str, hint: str = "check the terminal's encoding") -> None:
+    """An argument that is not text: a byte that was not UTF-8 (Python keeps it as a lone surrogate, U+DC80 to
+    U+DCFF) or a lone surrogate typed as an escape; ConfigError(field) naming the flag, the byte and where."""
+    bad = unpaired_surrogate(text)
+    if bad is None:
+        return
+    code = ord(text[bad])
+    if 0xDC80 <= code <= 0xDCFF:          # how Python keeps an undecodable byte of an argument
+        raise ConfigError(field, f"{flag}: is not UTF-8 text (byte 0x{code - 0xDC00:02X} at character "
+                                 f"{bad + 1:,}); {hint}")
+    raise ConfigError(field, f"{flag}: character {bad + 1:,} is {text[bad]!a}, half of a UTF-16 pair, "
+                             "not text; remove it")

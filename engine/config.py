@@ -18,6 +18,8 @@ STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p",
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
+MAX_VOCAB = 2**20        # 1,048,576 tokens: the largest real vocabularies hold about 262,000; a file may claim no more
+MAX_MODEL_NAME_BYTES = 255   # a model or draft model name: no longer than a file name may be
 MAX_BEAMS = 32
 MAX_TOP_N = 200
 GRAMMAR_KINDS = ("json_schema", "regex", "choices", "lark")
@@ -31,6 +33,12 @@ VERIFY_MODES = ("greedy", "sample")     # how speculative decoding's target chec
 DEVICES = ("auto", "cpu", "cuda", "mps")                  # where a model runs (auto: a GPU when PyTorch sees one)
 DTYPES = ("auto", "float32", "bfloat16", "float16")       # its precision (auto: by device)
 MAX_NGRAM = 8
+# whole answers (engine/answers): the continuation tree's and the samples' limits
+MAX_ANSWER_DEPTH = 64       # tokens an answer may have
+MAX_TREE_BUDGET = 5000      # expansions: rows of forward passes
+MAX_TREE_BRANCH = 64        # children kept per node
+MAX_TREE_BATCH = 64         # prefixes expanded by one forward pass
+MAX_ANSWER_SAMPLES = 256
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
 MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
 
@@ -171,7 +179,8 @@ class DecodeConfig:
                     f"unknown kind '{self.grammar_kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
             size = len(self.grammar.encode("utf-8", "surrogatepass"))
             if not 0 < size <= MAX_GRAMMAR_BYTES:
-                bad("grammar", f"is {size:,} bytes; a grammar is 1 to {MAX_GRAMMAR_BYTES:,} bytes")
+                raise ConfigError("grammar", f"grammar: is {size:,} bytes; a grammar is 1 to {MAX_GRAMMAR_BYTES:,} "
+                                             "bytes", "size", size=f"{size:,}", most=f"{MAX_GRAMMAR_BYTES:,}")
             if self.strategy not in GRAMMAR_STRATEGIES:
                 bad("grammar", f"constrains {', '.join(GRAMMAR_STRATEGIES)}; '{self.strategy}' feeds back no single "
                                "token for it to follow")
@@ -195,6 +204,15 @@ class DecodeConfig:
         draft_spec(self.draft)
 
 
+def check_model_name(name: str, field: str = "model") -> None:
+    """A model or draft model name no longer than a file name may be (MAX_MODEL_NAME_BYTES): a longer one is no
+    folder, and the file system would refuse it with an error of its own. Raises ConfigError naming `field`."""
+    size = len(str(name).encode("utf-8", "surrogatepass"))
+    if size > MAX_MODEL_NAME_BYTES:
+        raise ConfigError(field, f"{field}: a model name of {size:,} bytes ('{str(name)[:40]}…'); a name is at most "
+                                 f"{MAX_MODEL_NAME_BYTES} bytes, the longest a file name may be")
+
+
 def draft_spec(spec: str) -> tuple:
     """(kind, value) of a draft such as 'early-exit:2' -> ('early-exit', 2), 'model:NAME' -> ('model', 'NAME');
     raises ConfigError naming 'draft'."""
@@ -204,6 +222,7 @@ def draft_spec(spec: str) -> tuple:
         raise ConfigError("draft", f"draft: '{str(spec)[:60]}' is not a draft; write early-exit:L (the first L "
                                    "layers), prompt-lookup:N (an n-gram of up to N tokens) or model:NAME")
     if kind == "model":
+        check_model_name(value, "draft")
         return kind, value
     try:
         number = int(value)

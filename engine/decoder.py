@@ -105,7 +105,7 @@ class Decoder(Runner):
         if token in lm.eos_token_ids or len(self.generated) >= config.max_new_tokens:
             self.finished = True
         return Step(index=index, chosen_ids=[token], chosen_texts=[lm.token_texts[token]], feedback=feedback,
-                    kv=kv, stages=stages, candidates=dist.candidates, entropy=dist.entropy,
+                    kv=kv, stages=stages, candidates=dist.candidates, entropy=dist.entropy, varentropy=dist.varentropy,
                     shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
                     grammar=grammar)
 

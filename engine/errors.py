@@ -8,9 +8,11 @@ class DecodeScopeError(Exception):
 class ConfigError(DecodeScopeError, ValueError):
     """A decoding parameter or the prompt is out of range; `param` names it."""
 
-    def __init__(self, param: str, message: str):
+    def __init__(self, param: str, message: str, reason: str = "", /, **values):
         super().__init__(message)
         self.param = param
+        self.reason = reason          # a short name of what was wrong, for a page that says it in its own words
+        self.values = values          # what fills that page's sentence in
 
 
 class ModelLoadError(DecodeScopeError):

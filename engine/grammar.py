@@ -15,7 +15,6 @@ mask), the best tokens it removed, and the mask itself, packed.
 from __future__ import annotations
 
 import json
-import re
 import weakref
 
 import numpy as np
@@ -24,7 +23,10 @@ from transformers import LogitsProcessor
 
 from .config import GRAMMAR_KINDS, MAX_CHOICES
 from .errors import ConfigError
+from .json_schema import JSON_PROBLEMS, OUTSIDE, check_output, parse_schema
+from .linear_match import fullmatch
 from .model import LoadedModel
+from .tokens import unpaired_surrogate
 from .trace import GrammarStep, StageToken
 from .trace.mask import pack_mask
 
@@ -32,8 +34,9 @@ REMOVED_SHOWN = 10          # removed tokens recorded per step, most likely firs
 _TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _bad(message: str):
-    raise ConfigError("grammar", f"grammar: {message}")
+def _bad(message: str, reason: str, /, **values):
+    """A grammar that cannot be used: the English sentence, and its reason and values for a page to translate."""
+    raise ConfigError("grammar", f"grammar: {message}", reason, **values)
 
 
 def parse_choices(text: str) -> list:
@@ -43,23 +46,15 @@ def parse_choices(text: str) -> list:
     except json.JSONDecodeError:
         choices = None
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-        _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]")
+        _bad("a choice list must be a JSON list of strings, like [\"yes\", \"no\"]", "choices_not_list")
+    if any(unpaired_surrogate(c) is not None for c in choices):
+        _bad("a choice holds an unpaired surrogate (a \\ud800-style escape that is not half of a character), "
+             "which is not text", "choice_surrogate")
     if not choices or any(not c for c in choices):
-        _bad("a choice list needs at least one choice, and no empty one")
+        _bad("a choice list needs at least one choice, and no empty one", "choices_empty")
     if len(choices) > MAX_CHOICES:
-        _bad(f"{len(choices)} choices; at most {MAX_CHOICES}")
+        _bad(f"{len(choices)} choices; at most {MAX_CHOICES}", "choices_too_many", n=len(choices), most=MAX_CHOICES)
     return choices
-
-
-def parse_schema(text: str):
-    """The JSON Schema held in the config, parsed; a text that is not JSON is named with where it breaks."""
-    try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as exc:
-        _bad(f"the JSON schema is not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
-    if not isinstance(schema, dict | bool):
-        _bad("a JSON schema must be a JSON object, like {\"type\": \"object\"}")
-    return schema
 
 
 def grammar_source(kind: str, text: str) -> str:
@@ -78,7 +73,8 @@ def grammar_source(kind: str, text: str) -> str:
         return LLMatcher.grammar_from_lark(lark)
     if kind == "lark":
         return LLMatcher.grammar_from_lark(text)
-    _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}")
+    _bad(f"unknown kind '{kind[:40]}'; choose one of {', '.join(GRAMMAR_KINDS)}", "unknown_kind", kind=kind[:40],
+         kinds=", ".join(GRAMMAR_KINDS))
 
 
 def check_grammar(kind: str, text: str) -> None:
@@ -88,7 +84,7 @@ def check_grammar(kind: str, text: str) -> None:
 
     problem = LLMatcher.validate_grammar(grammar_source(kind, text))
     if problem:
-        _bad(first_line(problem))
+        _bad(first_line(problem), "refused", detail=first_line(problem))
 
 
 def ll_tokenizer(lm: LoadedModel):
@@ -102,7 +98,7 @@ def ll_tokenizer(lm: LoadedModel):
             ll = llguidance.hf.from_tokenizer(tok, n_vocab=lm.facts.vocab_size, eos_token=list(lm.eos_token_ids))
         except ValueError as exc:      # a slow (Python) tokenizer
             raise ConfigError("grammar", f"grammar: this model's tokenizer cannot be read by the grammar "
-                                         f"library ({exc})") from None
+                                         f"library ({exc})", "tokenizer", detail=str(exc)[:300]) from None
         cached = (lm.facts.vocab_size, ll)
         _TOKENIZERS[tok] = cached
     return cached[1]
@@ -136,18 +132,19 @@ class GrammarMask(LogitsProcessor):
         source = grammar_source(kind, text)
         problem = LLMatcher.validate_grammar(source, tokenizer)
         if problem:
-            _bad(first_line(problem))
+            _bad(first_line(problem), "refused", detail=first_line(problem))
         root = LLMatcher(tokenizer, source, log_level=0)
         if root.is_error():
-            _bad(first_line(root.get_error()))
+            _bad(first_line(root.get_error()), "refused", detail=first_line(root.get_error()))
         self._matchers = {(): root}
         self._masks: dict = {}
         first = self.allowed(())
         if root.is_error() or (not bool(first.any())):
-            _bad("no text matches it (" + first_line(root.get_error()) + ")")
+            _bad("no text matches it (" + first_line(root.get_error()) + ")", "no_match",
+                 detail=first_line(root.get_error()))
         if not root.is_accepting() and all(bool(first[i]) == (i in lm.eos_token_ids)
                                            for i in first.nonzero().flatten().tolist()):
-            _bad("no text matches it: it cannot start and cannot be empty")
+            _bad("no text matches it: it cannot start and cannot be empty", "cannot_start")
         self.last_allowed: torch.Tensor | None = None     # [rows, V] bool, from the last call
         self.last_scores: torch.Tensor | None = None      # [rows, V] the scores that call received
 
@@ -171,17 +168,21 @@ class GrammarMask(LogitsProcessor):
             if matcher.is_error():
                 parent = self._masks.get(prefix[:-1])
                 if prefix and parent is not None and bool(parent[prefix[-1]]):    # allowed, yet it broke
+                    why = first_line(matcher.get_error())
                     raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
-                                                 f"tokens ({first_line(matcher.get_error())}); simplify the grammar")
+                                                 f"tokens ({why}); simplify the grammar", "gave_up", n=len(prefix),
+                                      detail=why)
                 mask = torch.zeros(self.vocab_size, dtype=torch.bool)   # a hypothesis that left the grammar
             else:
                 mask = unpack(matcher.compute_bitmask(), self.vocab_size)
                 if not prefix and (matcher.is_error() or not bool(mask.any())):
-                    _bad(f"no text matches it ({first_line(matcher.get_error() or str(matcher.stop_reason()))})")
+                    why = first_line(matcher.get_error() or str(matcher.stop_reason()))
+                    _bad(f"no text matches it ({why})", "no_match", detail=why)
                 if matcher.is_error() or not bool(mask.any()):     # it ran out of its limits on this grammar
                     why = first_line(matcher.get_error()) if matcher.is_error() else str(matcher.stop_reason())
                     raise ConfigError("grammar", f"grammar: the grammar library gave up after {len(prefix)} "
-                                                 f"tokens, allowing none to follow ({why}); simplify the grammar")
+                                                 f"tokens, allowing none to follow ({why}); simplify the grammar",
+                                      "gave_up", n=len(prefix), detail=why)
             self._masks[prefix] = mask
         return mask
 
@@ -220,35 +221,66 @@ def grammar_record(token_texts, received: torch.Tensor, allowed: torch.Tensor, a
         mask=pack_mask(allowed))
 
 
-def output_check(kind: str, text: str, output: str) -> tuple:
-    """(valid, why) for a decoded output, checked without the grammar library: JSON parsed and validated
-    by jsonschema, a regex by Python's re (when it reads the pattern), a choice by equality. A Lark grammar
-    has no second checker here: (None, why)."""
-    if kind == "json_schema":
-        import jsonschema
+# each verdict in English, for the command line (a page says them in its reader's language from the same names)
+VERDICT_WORDS = {
+    "not_json": "not JSON ({message} at character {at})",
+    "not_schema": "JSON, but not of the schema ({message})",
+    "schema_unread": "JSON; the schema itself is not one jsonschema reads",
+    "schema_mixed": "JSON; a schema with unevaluatedProperties and patternProperties is not checked a second time",
+    "schema_unresolved": f"JSON; {OUTSIDE}",
+    "schema_pattern_unread": "JSON; a pattern in the schema is not one the grammar library reads; not checked a "
+                             "second time",
+    "schema_recursion": "JSON; the schema refers to itself too deeply to check a second time",
+    "schema_refused": "JSON; {message}",
+    "schema_match": "JSON that matches the schema",
+    "pattern_unread": "the grammar library does not read this pattern, or gave up on it; not checked a second time",
+    "re_match": "the pattern matches the whole text",
+    "re_no_match": "the pattern does not match the whole text",
+    "choices_unread": "{message}",
+    "choice": "one of the choices",
+    "no_choice": "none of the choices",
+    "lark": "a Lark grammar: the matcher accepted it",
+}
 
+
+def output_verdict(kind: str, text: str, output: str) -> tuple:
+    """(valid, verdict, values) for a decoded output, checked a second time: JSON parsed and validated by
+    jsonschema, a regex by the grammar library's matcher over the output's bytes, a choice by equality. A Lark
+    grammar has no second checker here (valid None). No pattern from the user or a file reaches Python's re,
+    which backtracks (engine.linear_match), and no schema reference reaches outside the schema
+    (engine.json_schema). `verdict` names the reason (VERDICT_WORDS), `values` fill it in: a page says it in
+    its reader's language."""
+    if kind == "json_schema":
         try:
             value = json.loads(output)
         except json.JSONDecodeError as exc:
-            return False, f"not JSON ({exc.msg} at character {exc.pos + 1})"
+            return False, "not_json", {"problem": JSON_PROBLEMS.get(exc.msg, "other"), "message": exc.msg,
+                                       "at": exc.pos + 1}
         try:
-            jsonschema.validate(value, parse_schema(text))
-        except jsonschema.ValidationError as exc:
-            return False, f"JSON, but not of the schema ({exc.message[:200]})"
-        except jsonschema.SchemaError:
-            return None, "JSON; the schema itself is not one jsonschema reads"
-        return True, "JSON that matches the schema"
+            schema = parse_schema(text)
+        except ConfigError as exc:
+            return None, "schema_refused", {"message": str(exc).removeprefix("grammar: "), "reason": exc.reason,
+                                            **exc.values}
+        return check_output(schema, value)
     if kind == "regex":
-        try:
-            pattern = re.compile(text)
-        except re.error:
-            return None, "Python's re does not read this pattern; not checked a second time"
-        ok = pattern.fullmatch(output) is not None
-        return ok, "the pattern matches the whole text" if ok else "the pattern does not match the whole text"
+        ok = fullmatch(text, output)
+        if ok is None:
+            return None, "pattern_unread", {}
+        return ok, "re_match" if ok else "re_no_match", {}
     if kind == "choices":
-        ok = output in parse_choices(text)
-        return ok, "one of the choices" if ok else "none of the choices"
-    return None, "a Lark grammar: the matcher accepted it"
+        try:
+            ok = output in parse_choices(text)
+        except ConfigError as exc:        # a file's list that is not one
+            return None, "choices_unread", {"message": str(exc).removeprefix("grammar: "), "reason": exc.reason,
+                                            **exc.values}
+        return ok, "choice" if ok else "no_choice", {}
+    return None, "lark", {}
+
+
+def output_check(kind: str, text: str, output: str) -> tuple:
+    """(valid, why) for a decoded output, `why` in English (see output_verdict)."""
+    valid, verdict, values = output_verdict(kind, text, output)
+    return valid, VERDICT_WORDS[verdict].format(**values)
 
 
 STOP_WORDS = {"complete": "the grammar's text is whole",
@@ -258,10 +290,19 @@ STOP_WORDS = {"complete": "the grammar's text is whole",
 
 def stop_reason(trace) -> str:
     """Why a constrained run ended: 'complete' (the grammar could end and did, or the text is a whole
-    match), 'max_tokens' (the token budget ran out before the grammar could end) or 'running'."""
+    match), 'max_tokens' (the token budget ran out before the grammar could end) or 'running'.
+
+    A beam search's steps record the best running beam, not the hypothesis it returns: that one ran out when
+    it is as long as the budget and its text is not a whole match (checked as output_check checks it)."""
     steps = trace.steps
     if not steps or steps[-1].grammar is None:
         return "running"
+    if trace.config.strategy == "beam":
+        best = trace.best
+        if len(best.token_ids) < trace.config.max_new_tokens:
+            return "complete"           # it ended at the end-of-text token, which the grammar allows only at its end
+        valid, _ = output_check(trace.config.grammar_kind, trace.config.grammar, best.text)
+        return "complete" if valid else "max_tokens"
     if steps[-1].grammar.accepting:
         return "complete"
     return "max_tokens" if len(steps) >= trace.config.max_new_tokens else "running"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .cli_input import read_text_file
+from .cli_input import check_argument_text, read_text_file
 from .config import MAX_GRAMMAR_BYTES
 from .errors import ConfigError
 
@@ -31,8 +31,10 @@ def grammar_settings(args) -> dict:
     if args.json_schema is not None:
         kind, text = "json_schema", _read("--json-schema", args.json_schema)
     elif args.regex is not None:
+        check_argument_text(args.regex, flag="--regex", field="grammar")
         kind, text = "regex", args.regex
     elif args.choices is not None:
+        check_argument_text(args.choices, flag="--choices", field="grammar")
         kind, text = "choices", json.dumps([c.strip() for c in args.choices.split(",")], ensure_ascii=False)
     elif args.lark is not None:
         kind, text = "lark", _read("--lark", args.lark)

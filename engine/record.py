@@ -7,7 +7,7 @@ import torch
 
 from .kv import BLOCK_SIZE, paged_layout
 from .model import LoadedModel
-from .shaping import entropy
+from .shaping import entropy, varentropy
 from .trace import Candidate, FeedBack, KVStep, Neighbour
 
 NEIGHBOURS = 10
@@ -18,6 +18,7 @@ class Distribution:
     """One step's next-token distribution as a Step records it: the top candidates, before and after shaping."""
     candidates: list[Candidate]     # top-N by raw logit, plus the chosen token if it ranked lower
     entropy: float                  # of the raw distribution, in nats
+    varentropy: float               # of the raw distribution: Var[-log p], in nats^2
     shaped_entropy: float           # of the distribution after the strategy's processors
     removed_mass: float             # raw probability of the tokens the processors cut
     kept_count: int                 # tokens the processors left
@@ -45,6 +46,7 @@ def candidates_record(lm: LoadedModel, logits: torch.Tensor, shaped: torch.Tenso
     return Distribution(
         candidates=rows,
         entropy=float(entropy(probs)),
+        varentropy=float(varentropy(probs)),
         shaped_entropy=float(entropy(shaped_probs)),
         removed_mass=float(probs[cut].sum()),
         kept_count=int((~cut).sum()),

@@ -92,10 +92,10 @@ def path_text(trace, node_id: int) -> str:
 
 def rerank(trace, length_penalty: float) -> Rerank:
     """The recorded hypotheses ranked under `length_penalty`, and whether a new search is needed."""
-    recorded_set, recorded_stop = _replay(trace, trace.config.length_penalty)
+    recorded_set, replayed_stop = _replay(trace, trace.config.length_penalty)
     new_set, new_stop = _replay(trace, length_penalty)
     last = trace.steps[-1].index if trace.steps else 0
-    recorded_stop = last if recorded_stop is None else recorded_stop
+    recorded_stop = last if replayed_stop is None else replayed_stop
     hyps = []
     for node in hypotheses_nodes(trace):
         if node.step > recorded_stop:
@@ -106,7 +106,16 @@ def rerank(trace, length_penalty: float) -> Rerank:
                                in_set=node.id in new_set, recorded_in_set=node.id in recorded_set))
     hyps.sort(key=lambda h: (-h.score if math.isfinite(h.score) else math.inf, h.node_id))
     return Rerank(length_penalty=length_penalty, hypotheses=hyps, stop_step=new_stop, recorded_stop_step=recorded_stop,
-                  set_changed=set(new_set) != set(recorded_set), stop_changed=new_stop != recorded_stop)
+                  set_changed=set(new_set) != set(recorded_set),
+                  stop_changed=_ends(trace, new_stop) != _ends(trace, replayed_stop))
+
+
+def _ends(trace, stop: int | None) -> int | None:
+    """Where a replay ends: its stop step; at the length limit a search that would go on ends at its last step
+    all the same. A search cut short by Stop may go on (None): under its own penalty its replay goes on too."""
+    if stop is None and len(trace.steps) >= trace.config.max_new_tokens and trace.steps:
+        return trace.steps[-1].index
+    return stop
 
 
 @dataclass(frozen=True)

@@ -11,35 +11,50 @@ from plotly.subplots import make_subplots
 from .labels import for_plotly
 
 GREEN, RED, GREY, BLUE, GOLD, ORANGE = "#2ca02c", "#d62728", "#bdbdbd", "#1f77b4", "#e6a700", "#ff7f0e"
-STATUS_COLOURS = {"kept": GREEN, "rejected": RED, "unchecked": GREY, "corrected": BLUE, "bonus": GOLD}
+PURPLE = "#9467bd"
+# "plain": a round with no draft (prompt lookup found nothing to copy): the target drew its token as plain decoding
+STATUS_COLOURS = {"kept": GREEN, "rejected": RED, "unchecked": GREY, "corrected": BLUE, "bonus": GOLD,
+                  "plain": PURPLE}
+ROUND_FONT = 12          # px of the round numbers, as the boxes' own texts (presentation mode enlarges both)
 PER_LINE = 14            # boxes per line of the strip before it wraps
 SHOWN = 10               # candidates drawn at one position
 
 
+def next_kind(rnd) -> str:
+    """How the target's own token of a round reads: corrected, bonus, or plain when there was no draft to check
+    (the record says bonus: every one of the none drafted was kept)."""
+    return rnd.next_kind if rnd.drafts else "plain"
+
+
 def strip_boxes(rounds: list) -> list:
     """(round index, draft index or None, status, text) of each box in reading order: each round's drafts,
-    then the target's own token (corrected or bonus)."""
+    then the target's own token (corrected, bonus or plain)."""
     boxes = []
     for rnd in rounds:
         for j, draft in enumerate(rnd.drafts):
             boxes.append((rnd.index, j, draft.status, draft.text))
         if rnd.next_id is not None:
-            boxes.append((rnd.index, None, rnd.next_kind, rnd.next_text))
+            boxes.append((rnd.index, None, next_kind(rnd), rnd.next_text))
     return boxes
 
 
 def rounds_strip(rounds: list, labels: dict, selected: tuple | None = None) -> go.Figure:
     """Every box of every round, wrapped into lines of PER_LINE: green kept, red rejected, grey never checked,
-    blue the corrected token, gold the bonus; a gap and the round's number between rounds. `selected`
-    (round, draft index or None) is outlined."""
+    blue the corrected token, gold the bonus, purple a plain step (no draft); a gap and the round's number
+    between rounds, and a round that fits on a line is never split over two. `selected` (round, draft index or
+    None) is outlined."""
     boxes = strip_boxes(rounds)
+    size = {}
+    for rnd_index, _, _, _ in boxes:
+        size[rnd_index] = size.get(rnd_index, 0) + 1
     xs, ys, slot, last_round, starts = [], [], 0, None, []
     for rnd_index, _, _, _ in boxes:
-        if last_round is not None and rnd_index != last_round:
-            slot += 1                                   # a gap between rounds
-        if slot % PER_LINE == PER_LINE - 1 and rnd_index != last_round and last_round is not None:
-            slot += 1                                   # a round does not start in the line's last box
         if rnd_index != last_round:
+            if last_round is not None:
+                slot += 1                               # a gap between rounds
+            left = PER_LINE - slot % PER_LINE
+            if slot % PER_LINE and size[rnd_index] > left and size[rnd_index] <= PER_LINE:
+                slot += left                            # the round starts the next line rather than wrap
             starts.append((slot, rnd_index))
         xs.append(slot % PER_LINE)
         ys.append(-(slot // PER_LINE))
@@ -51,7 +66,7 @@ def rounds_strip(rounds: list, labels: dict, selected: tuple | None = None) -> g
         fig.add_shape(type="rect", x0=xs[i] - 0.44, x1=xs[i] + 0.44, y0=ys[i] - 0.36, y1=ys[i] + 0.36,
                       fillcolor=STATUS_COLOURS[status], opacity=0.85, layer="below",
                       line=dict(width=4 if chosen else 0.5, color="black"))
-    for status in ("kept", "rejected", "unchecked", "corrected", "bonus"):
+    for status in STATUS_COLOURS:
         picked = [i for i, b in enumerate(boxes) if b[2] == status]
         if not picked:
             continue
@@ -67,7 +82,7 @@ def rounds_strip(rounds: list, labels: dict, selected: tuple | None = None) -> g
     fig.update_traces(selector=dict(mode="markers+text"), showlegend=False)
     for slot_at, rnd_index in starts:
         fig.add_annotation(x=slot_at % PER_LINE - 0.45, y=-(slot_at // PER_LINE) + 0.42, text=f"{rnd_index + 1}",
-                           showarrow=False, xanchor="left", font=dict(size=10, color="#555"))
+                           showarrow=False, xanchor="left", font=dict(size=ROUND_FONT, color="#333"))
     lines = (max(-min(ys), 0) + 1) if ys else 1
     fig.update_xaxes(visible=False, range=[-0.6, PER_LINE - 0.4])
     fig.update_yaxes(visible=False, range=[-lines + 0.4, 0.6])

@@ -7,8 +7,8 @@ from engine import DecodeConfig
 from engine.speculative.proof import RULES, draw_next, draw_plain, first_position, fit, histogram
 from engine.speculative.summary import acceptance
 from figures.labels import duration, for_markdown, for_plotly, one_line, visible
-from figures.speculative import (acceptance_bars, draw_histograms, p_and_q, residual_bars, rounds_strip,
-                                 u_against_ratio)
+from figures.speculative import (STATUS_COLOURS, acceptance_bars, draw_histograms, next_kind, p_and_q,
+                                 residual_bars, rounds_strip, u_against_ratio)
 from ui.export import export_bar
 from ui.chart import show_figure
 from ui.i18n import t
@@ -69,7 +69,6 @@ spec = {"early-exit": f"early-exit:{int(layer)}", "prompt-lookup": f"prompt-look
 config = DecodeConfig(strategy="speculative", draft=spec, draft_tokens=int(k), verify=verify,
                       temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                       max_new_tokens=settings.max_new_tokens, seed=settings.seed, chat=settings.chat, top_n=10)
-plain_config = config.replace(strategy=verify, draft="")
 
 
 def the_draft_model():
@@ -77,10 +76,16 @@ def the_draft_model():
 
 
 # ---- the decode: an uploaded trace, or speculative and plain decoding on the shared model --------------------
+no_draft_model = uploaded is None and kind == "model" and not draft_name.strip()
 if uploaded is not None:
     model_facts_panel(uploaded.model_facts)
     trace = uploaded
     st.info(t("spec.viewing_upload", rounds=len(uploaded.rounds), draft=for_markdown(uploaded.config.draft)))
+elif no_draft_model:          # the box is still empty: say what it wants, and keep the last result on screen
+    st.info(t("spec.model_empty"))
+    if "sd_trace" not in S:
+        st.stop()
+    trace, plain = S["sd_trace"], S.get("sd_plain")
 else:
     def speculative_decode():
         config.validate(lm.facts.vocab_size)
@@ -88,6 +93,9 @@ else:
                               draft_lm=the_draft_model())
 
     trace = cached("sd_trace", (lm.name, settings.prompt, config), speculative_decode)
+    # plain decoding writes as many tokens as the speculative run did (that one may end early, at the end-of-text
+    # token or by Stop), so that the cost below compares runs of one length
+    plain_config = config.replace(strategy=verify, draft="", max_new_tokens=max(len(trace.steps), 1))
     plain = cached("sd_plain", (lm.name, settings.prompt, plain_config),
                    lambda: watched_decode("sd_plain", lm, settings.prompt, plain_config, t("spec.label_plain")))
 
@@ -105,7 +113,8 @@ for rnd in rounds:
 def position_name(pos) -> str:
     rnd = rounds[pos[0]]
     if pos[1] is None:
-        return t("spec.position_next", round=pos[0] + 1, token=visible(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        return t("spec.position_next", round=pos[0] + 1, token=visible(rnd.next_text),
+                 kind=t("spec." + next_kind(rnd)))
     draft = rnd.drafts[pos[1]]
     return t("spec.position_draft", round=pos[0] + 1, draft=pos[1] + 1, token=visible(draft.text),
              status=t("spec." + draft.status))
@@ -121,7 +130,7 @@ keys = [pos_key(p) for p in positions]
 saved_pos = S.get("sd_pos_box") or read("sd_pos")     # the box on screen, else the link
 chosen = positions[keys.index(saved_pos)] if saved_pos in keys else default_pos
 
-strip_labels = {s: t("spec." + s) for s in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft")}
+strip_labels = {s: t("spec." + s) for s in (*STATUS_COLOURS, "round", "draft")}
 strip_labels["title"] = t("spec.strip_title", rounds=acc.rounds, tokens=acc.tokens, k=trace.config.draft_tokens)
 strip = rounds_strip(rounds, strip_labels, selected=chosen)
 main_chart(strip, "sd_strip", slot)
@@ -134,8 +143,14 @@ export_bar(trace, strip, "speculative", "sd_export", lesson=True)
 # ---- one position: p against q, the residual, u against p/q -------------------------------------------------
 st.subheader(t("spec.position_header"))
 if chosen is not None:
+    # the browser keeps the label it was last sent for the chosen position; a new run names the same position
+    # ("2.1") otherwise, so the label is sent again whenever the run's labels change
+    names = [position_name(p) for p in positions]
+    if S.get("sd_pos_box") in keys and S.get("sd_pos_names") != names:
+        S["sd_pos_box"] = S["sd_pos_box"]
+    S["sd_pos_names"] = names
     picked = st.selectbox(t("spec.position"), keys, index=positions.index(chosen), key="sd_pos_box",
-                          format_func=lambda key: position_name(positions[keys.index(key)]))
+                          format_func=lambda key: names[keys.index(key)])
     chosen = positions[keys.index(picked)]
     sync_url(sd_pos=picked)
     rnd = rounds[chosen[0]]
@@ -162,10 +177,10 @@ if chosen is not None:
             show_figure(sized(residual_bars(draft.residual, {"prob": t("spec.prob"), "title": t(
                 "spec.residual_title", mass=f"{draft.residual_mass:.3f}")})), key="sd_residual", where=right)
     else:
-        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + rnd.next_kind))
+        labels["title"] = t("spec.next_title", token=for_plotly(rnd.next_text), kind=t("spec." + next_kind(rnd)))
         show_figure(sized(p_and_q(rnd.next_candidates, labels, 1.0 - sum(
             max(0.0, c.p - c.q) for c in rnd.next_candidates), rnd.next_id)), key="sd_pq", where=left)
-        st.markdown(t("spec.next_" + rnd.next_kind + ("_sample" if trace.config.verify == "sample" else "_greedy"),
+        st.markdown(t("spec.next_" + next_kind(rnd) + ("_sample" if trace.config.verify == "sample" else "_greedy"),
                       token=for_markdown(visible(rnd.next_text))))
         rejected = next((d for d in rnd.drafts if d.status == "rejected"), None)
         if rejected is not None and rejected.residual:
@@ -198,10 +213,17 @@ if plain is not None:
     cols[1].metric(t("spec.wall_plain"), duration(plain_s))
     cols[2].metric(t("spec.passes_spec"), f"{acc.target_passes} + {acc.draft_passes}", help=t("spec.passes_help"))
     cols[3].metric(t("spec.passes_plain"), len(plain.steps))
-    ratio = spec_s / plain_s if plain_s > 0 else float("nan")
-    st.markdown(t("spec.cost_text", ratio=f"{ratio:.2f}", target=acc.target_passes, plain=len(plain.steps),
-                  draft=acc.draft_passes))
-    if spec_s >= plain_s:
+    n_spec, n_plain = len(trace.steps), len(plain.steps)
+    if n_spec == n_plain:
+        ratio = spec_s / plain_s if plain_s > 0 else float("nan")
+        st.markdown(t("spec.cost_text", tokens=n_spec, ratio=f"{ratio:.2f}", target=acc.target_passes,
+                      plain=n_plain, draft=acc.draft_passes))
+    else:       # plain decoding ended sooner (its own end-of-text token, or Stop): compared per token
+        ratio = (spec_s / max(n_spec, 1)) / (plain_s / n_plain) if plain_s > 0 and n_plain else float("nan")
+        st.markdown(t("spec.cost_per_token", spec_tokens=n_spec, plain_tokens=n_plain, ratio=f"{ratio:.2f}",
+                      target=f"{acc.target_passes / max(n_spec, 1):.2f}",
+                      draft=f"{acc.draft_passes / max(n_spec, 1):.2f}"))
+    if ratio >= 1:
         st.warning(t("spec.no_payoff", ratio=f"{ratio:.2f}"))
     if verify == "greedy":
         same = trace.best.token_ids == plain.best.token_ids[:len(trace.best.token_ids)]
@@ -213,6 +235,8 @@ scroll_to_section("prove")
 st.markdown(t("spec.prove_intro"))
 if lm is None:
     st.info(t("spec.prove_needs_model"))
+    st.stop()
+if no_draft_model:
     st.stop()
 n = int(st.number_input(t("spec.prove_n"), *bounds("sd_n"), step=1000, key="sd_n", value=read("sd_n")))
 sync_url(sd_n=n)

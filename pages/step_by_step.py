@@ -1,4 +1,5 @@
 """Page: decode one token at a time, see the candidates at each step, and branch."""
+import math
 import time
 
 import streamlit as st
@@ -21,6 +22,7 @@ from ui.shared_model import get_lm
 from ui.sidebar import connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
+from ui.uncertainty import render_uncertainty
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
@@ -216,6 +218,8 @@ def _step_chart(step, forced_here):
     chosen = step.chosen
     with facts_col:
         st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
+        if not math.isnan(step.varentropy):
+            st.metric(t("step.varentropy"), f"{step.varentropy:.2f} nats²", help=t("step.varentropy_help"))
         if chosen is not None:
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
@@ -299,6 +303,7 @@ def _text(trace, branch, playing: bool) -> None:
 
 def _panels(trace, fig) -> None:
     """The panels too slow for Play's ticks: the lens, what happened, the way out of a loop, and export."""
+    render_uncertainty(trace, stepper.cursor, key="sbs_uncertainty")
     render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
     jump = render_what_happened(trace, key_prefix="sbs_wh")
     if jump is not None and jump != stepper.cursor:

@@ -11,8 +11,11 @@ every page must show literally.
 """
 from __future__ import annotations
 
+import base64
 import copy
+import functools
 import json
+import zlib
 from dataclasses import dataclass
 
 PIXEL = "http://127.0.0.1:9/pixel"          # port 9 (discard): nothing answers, a browser test sees the request
@@ -176,6 +179,96 @@ def refused_speculative(spec) -> list:
     return cases
 
 
+CLAIMED_VOCAB = 10**9              # a vocabulary no model has: its mask is 125,000,000 bytes of bits
+
+
+@functools.cache
+def mask_bomb(inflated: int) -> str:
+    """A mask as a trace holds one (zlib, base64) that inflates to `inflated` zero bytes: about 1,000 to 1."""
+    deflate, chunk, parts = zlib.compressobj(9), bytes(1 << 20), []
+    for start in range(0, inflated, len(chunk)):
+        parts.append(deflate.compress(chunk[:inflated - start]))
+    parts.append(deflate.flush())
+    return base64.b64encode(b"".join(parts)).decode("ascii")
+
+
+def schema_cases(address: str) -> dict:
+    """JSON schemas a stranger could give (in a file, a flag, the page's box), each with the words of its one line.
+    `address`: where a reference outside the schema points (a test listens there)."""
+    deep = '{"items": ' * 200 + "{}" + "}" * 200
+    return {
+        "ref-http": ({"$ref": f"{address}/schema.json"}, "references outside the schema are not followed"),
+        "ref-nested": ({"type": "object", "properties": {"a": {"$ref": f"{address}/a.json"}}},
+                       "references outside the schema are not followed"),
+        "ref-dynamic": ({"$dynamicRef": f"{address}/d.json"}, "references outside the schema are not followed"),
+        "ref-file": ({"$ref": "file:///etc/passwd"}, "references outside the schema are not followed"),
+        "ref-relative": ({"$ref": "other.json#/x"}, "references outside the schema are not followed"),
+        "ref-urn": ({"$ref": "urn:example:thing"}, "references outside the schema are not followed"),
+        "schema-true": (True, "true allows every JSON value"),
+        "schema-false": (False, "false allows no value"),
+        "schema-deep": (deep, "nested more than 64 levels"),
+    }
+
+
+def schema_text(schema) -> str:
+    return schema if isinstance(schema, str) else json.dumps(schema)
+
+
+def refused_structured(constrained, address: str = PIXEL) -> list:
+    """Constrained traces the reader must refuse. constrained: a Trace of a decode under a grammar (every step
+    has a mask). The vocabulary's claim bounds every mask: a 250 KB file claiming a billion tokens, with a mask
+    that inflates to 125 MB, is refused before any mask is inflated."""
+    d = constrained.to_dict()
+    vocab = d["model_facts"]["vocab_size"]
+    cases = []
+
+    def case(name, edit, *words):
+        data = copy.deepcopy(d)
+        edit(data)
+        cases.append(Case(name, _dump(data), words))
+
+    def grammar(i, **changes):
+        return lambda data: data["steps"][i]["grammar"].update(changes)
+
+    bomb = mask_bomb(CLAIMED_VOCAB // 8)
+
+    def claim(data):
+        data["model_facts"]["vocab_size"] = CLAIMED_VOCAB
+        data["steps"][0]["grammar"]["mask"] = bomb
+
+    case("vocab-claim-with-mask-bomb", claim, "vocab_size", "1,000,000,000", "1,048,576")
+    case("vocab-claim-just-over", lambda data: data["model_facts"].update(vocab_size=2**20 + 1),
+         "vocab_size", "1,048,577")
+    case("mask-bomb", grammar(0, mask=mask_bomb(100_000_000)), "step 1, grammar", f"{vocab:,}")
+    case("mask-not-base64", grammar(1, mask="not base64 ✓"), "step 2, grammar", "base64")
+    case("mask-count-claim", grammar(0, allowed=10**9), "step 1, grammar", "1,000,000,000")
+    case("mask-too-long", grammar(0, mask="A" * 300_000), "step 1", "mask", "300,000 characters")
+    case("mask-removed-flood", grammar(0, removed=[{"token_id": 1, "text": "x", "prob": 0.0}] * 5000),
+         "step 1, grammar", "5,000 removed tokens")
+    case("prompt-flood-under-a-claimed-context", lambda data: data.update(
+        prompt_token_ids=[1] * 140_000, model_facts=dict(data["model_facts"], context_length=10**9)),
+        "140,000 tokens", "131,072")
+    for name, (schema, words) in schema_cases(address).items():
+        case(f"{name}-in-file", lambda data, s=schema: data["config"].update(grammar_kind="json_schema",
+                                                                           grammar=schema_text(s)), words)
+    return cases
+
+
+def at_the_ceiling(constrained) -> bytes:
+    """The heaviest constrained trace the reader accepts: 1,024 steps, each with a mask over a vocabulary of
+    2**20 tokens (the ceiling), every one of them allowed. Reading it inflates 1,024 masks of 128 KiB."""
+    d = constrained.to_dict()
+    steps = 1024
+    full = base64.b64encode(zlib.compress(b"\xff" * (2**20 // 8), 9)).decode("ascii")
+    first = d["steps"][0]
+    first["grammar"].update(mask=full, allowed=2**20, forced=False, removed=[])
+    d["model_facts"]["vocab_size"] = 2**20
+    d["config"]["max_new_tokens"] = steps
+    d["steps"] = [dict(copy.deepcopy(first), index=i) for i in range(steps)]
+    d["sequences"] = [dict(d["sequences"][0], token_ids=[first["chosen_ids"][0]] * steps, node_id=None)]
+    return _dump(d)
+
+
 def _with_stage(**changes):
     """An edit that gives step 1 a whole temperature stage (built from its candidates), then `changes`."""
     def edit(data):
@@ -265,3 +358,49 @@ def mutate(data, path: tuple, op: str, other, scale):
             scaled = value * int(scale)
         parent[last] = int(scaled) if isinstance(value, int) and isinstance(scale, int) else scaled
     return data
+
+
+# ---- a listening socket: proof that nothing reaches out ----------------------------------------
+class Listener:
+    """A socket listening on 127.0.0.1 that counts the connections it is offered; `address` is its http:// URL.
+    A schema whose $ref names it proves, with `connections == 0` once the block has ended, that no resolver
+    reached out (a fetch connects before it sends anything; one still queued is counted at the end)."""
+
+    def __init__(self):
+        import socket
+        import threading
+
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(16)
+        self._socket.settimeout(0.05)
+        self.address = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:           # the 50 ms wait ran out, or the socket closed
+                continue
+            self.connections += 1
+            conn.close()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._socket.setblocking(False)        # a connection still waiting in the queue counts too
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                break
+            self.connections += 1
+            conn.close()
+        self._socket.close()

@@ -113,10 +113,39 @@ const draw = (gd, parentElement, figure, id) => {
   gd.__dsDrawn = id;
   gd.__dsDrawing = plotly().then((Plotly) => {
     if (gd.__dsSpec !== spec) return false;         // a newer figure arrived while Plotly loaded
-    Plotly.react(gd, spec.data || [], layout, config);
+    gd.__dsEvery = 1;                                 // the figure's own labels, all of them
+    Plotly.react(gd, spec.data || [], layout, config).then(() => {
+      if (gd.__dsSpec === spec && gd.clientWidth <= NARROW) thin(gd);
+    });
     return true;
   });
   return gd.__dsDrawing;
+};
+
+// On a narrow plot (a phone) the labels of an axis that names every column (tickmode "array": a candidate per
+// bar) are drawn over each other into one block: keep every k-th, the smallest k whose labels stand clear of each
+// other, measured on the labels drawn (one layout read for all). A wider plot, or a new figure, gets them all back.
+const NARROW = 700;
+const clear = (a, b) => a.right <= b.left + 1 || b.right <= a.left + 1 || a.bottom <= b.top + 1
+  || b.bottom <= a.top + 1;
+const namedAxis = (gd) => {
+  const axis = ((gd.__dsSpec || {}).layout || {}).xaxis;
+  return axis && axis.tickmode === "array" && Array.isArray(axis.tickvals) && Array.isArray(axis.ticktext) ? axis
+    : null;
+};
+const thin = (gd) => {                              // with every label of the figure drawn
+  const axis = namedAxis(gd);
+  if (!axis || gd.clientWidth > NARROW) return;
+  const boxes = [...gd.querySelectorAll(".xaxislayer-above .xtick text")].map((e) => e.getBoundingClientRect());
+  let every = 1;
+  while (every < boxes.length && !boxes.every((box, i) => i + every >= boxes.length || clear(box, boxes[i + every]))) {
+    every += 1;
+  }
+  if (every === 1) return;
+  gd.__dsEvery = every;
+  const keep = (_, i) => i %% every === 0;
+  window.Plotly.relayout(gd, { "xaxis.tickvals": axis.tickvals.filter(keep),
+                               "xaxis.ticktext": axis.ticktext.filter(keep) });
 };
 
 // once per plot, after its first drawing: clicks on points, and following the column's (or the stage's) size
@@ -132,7 +161,13 @@ const bind = (gd) => {
     const width = gd.clientWidth, height = gd.__dsHeight();
     if (!gd.layout || !width || (width === gd.layout.width && height === gd.layout.height)) return;
     gd.style.height = height + "px";
-    window.Plotly.relayout(gd, { width, height });
+    const update = { width, height }, axis = namedAxis(gd);
+    if (axis && gd.__dsEvery > 1) {                   // every label again, thinned anew at the new width
+      update["xaxis.tickvals"] = axis.tickvals;
+      update["xaxis.ticktext"] = axis.ticktext;
+    }
+    gd.__dsEvery = 1;
+    window.Plotly.relayout(gd, update).then(() => thin(gd));
   };
   gd.__dsWatch = new ResizeObserver(follow);
   gd.__dsWatch.observe(gd);

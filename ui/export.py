@@ -113,8 +113,9 @@ def _read_once(key: str, uploaded) -> tuple:
 def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
     """A file picker for a trace; returns the Trace, or None (after a clear message if the file is bad).
 
-    refuse: trace -> a message, or None; a trace this page cannot show gets only that message, and the
-    page stops (a success beside an error left the reader unsure whether the file had been opened)."""
+    refuse: trace -> a message, or None; a trace this page cannot show gets only that message (a success
+    beside an error left the reader unsure whether the file had been opened), and None is returned, so the
+    page goes on with its live result under the message."""
     box = container or st
     uploaded = box.file_uploader(t("export.upload_trace"), type=["json"], key=key, help=t("export.upload_trace_help"))
     if uploaded is None:
@@ -127,7 +128,7 @@ def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
     problem = refuse(trace) if refuse is not None else None
     if problem:
         box.error(problem)
-        st.stop()
+        return None
     box.success(t("export.showing_upload", name=for_markdown(uploaded.name[:NAME_CHARS]),
                   model=for_markdown(trace.model[:NAME_CHARS])))
     return trace

@@ -63,7 +63,9 @@ STYLESHEET = """
 # (ticks, titles, legends, notes on lines, the beam tree's node labels), in the theme's own text colour so
 # light and dark themes both work; a focused sidebar link is outlined, so it no longer looks like the current page;
 # Step by step's note in place of its step slider (one step so far) is as tall as the slider (68 px, 75 px in
-# presentation mode, measured in Chromium), so the chart does not move down when the slider comes at step 2.
+# presentation mode, measured in Chromium), so the chart does not move down when the slider comes at step 2;
+# a page link in the page (the landing's list, the Interview's demos) wraps its label: Streamlit keeps it on one
+# line and cuts it at the window's edge, which on a phone left every description cut.
 BASE_STYLESHEET = """
 <style>
 [data-testid="stCaptionContainer"] { color: inherit !important; opacity: 0.82; }
@@ -75,6 +77,9 @@ BASE_STYLESHEET = """
 [data-testid="stSidebarNav"] a:focus-visible {
   outline: 3px solid #1c6dd0; outline-offset: 2px; text-decoration: underline; }
 .st-key-sbs_slider_one { min-height: 68px; }
+[data-testid="stMain"] [data-testid="stPageLink-NavLink"] span,
+[data-testid="stMain"] [data-testid="stPageLink-NavLink"] p {
+  white-space: normal; overflow: visible; text-overflow: clip; }
 </style>
 """
 

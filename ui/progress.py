@@ -6,6 +6,8 @@ is shown as it is decoded: a bar, the estimated time left, the text so far (lane
 step by beam step), and a Stop button. Nothing is drawn for a decode answered from memory or
 one that finishes within about a second.
 
+Streamlit's own Stop (the toolbar's) is passed on to the decode's Stop button (STOP_BRIDGE).
+
 Stop, or any other click, makes Streamlit start a new run of the page at once, in a new thread,
 while the old run goes on decoding until its next element update, where Streamlit stops it (and
 stops it again at every later update). So the old run's decode is told to stop twice: by the Stop
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException, StopException
 
 from engine import DecodeConfig, LoadedModel, Trace
 from engine.service import request_key, shared_service
@@ -36,6 +38,26 @@ LET_GO_SECONDS = 30.0           # the longest a run waits for an earlier run to 
 _FLIGHTS = "_decodes_in_flight"
 REDRAW_SECONDS = 0.1            # the progress is redrawn at most this often (each redraw is a message to the browser)
 _BUTTONS = itertools.count()    # one run may not show one widget key twice
+# Streamlit's own Stop (the toolbar's, the one users see first) ends a run at its next element update, and no run
+# follows it: the progress box stayed frozen, and the steps decoded so far showed only after the next click. While
+# a decode's Stop button is on the page, a press on Streamlit's Stop presses that button instead, which stops the
+# decode and starts the run that shows its steps (the same as the page's own Stop). Installed once per page;
+# a stop that still comes through is handled in on_step and _keep_partials alike.
+STOP_BRIDGE = """<script>
+if (!window.__dsStopBridge) {
+  window.__dsStopBridge = true;
+  document.addEventListener("click", (event) => {
+    const pressed = event.target.closest ? event.target.closest('[data-testid="stStatusWidget"] button') : null;
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!pressed || !app || app.getAttribute("data-test-script-state") !== "running") return;
+    const own = [...document.querySelectorAll('[class*="st-key-_stop_button_"] button')].pop();
+    if (!own) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    own.click();
+  }, true);
+}
+</script>"""
 
 
 @dataclass
@@ -49,6 +71,7 @@ class _Flight:
     done: threading.Event = field(default_factory=threading.Event)
     partial: list | None = None                   # the traces of a decode that ended early
     waiting: bool = False                         # waiting for another session's decode of the same request
+    stopped: bool = False                         # Streamlit's own Stop ended the run (see STOP_BRIDGE)
 
 
 def _stop(name: str) -> None:
@@ -80,6 +103,8 @@ def _keep_partials() -> None:
     for flight in flights:
         if flight.done.is_set() and flight.partial is not None:
             S[f"_partial_{flight.name}"] = (flight.keys, flight.partial)
+            if flight.stopped:                    # kept as the page's own Stop keeps it
+                S[f"_stop_{flight.name}"] = True
     S[_FLIGHTS] = [f for f in flights if not f.done.is_set()]
 
 
@@ -126,6 +151,7 @@ class _Watch:
             self._draw(made / total, left)
         except ScriptControlException as exc:     # Stop (or another click) interrupts this run
             self.interrupted = exc
+            self.flight.stopped = isinstance(exc, StopException)
             return False
         return not self.flight.stop.is_set()      # a redraw may be skipped: Stop still ends the decode here
 
@@ -136,6 +162,7 @@ class _Watch:
             self._clear_notice()
             self.box = st.empty()
             with self.box.container(border=True):
+                st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
                 self.lines = st.empty()
                 if self.stoppable:   # drawn once: a button redrawn at every step could move under the pointer
                     st.button(t("common.stop"), key=f"_stop_button_{self.name}_{next(_BUTTONS)}", icon="⏹",

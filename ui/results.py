@@ -15,14 +15,18 @@ def show_error(message: str, box=None) -> None:
     (box or st).error(for_markdown(message))
 
 
-def keep_or_stop(exc: Exception, have_previous: bool) -> None:
+def keep_or_stop(exc: Exception, have_previous: bool, message: str | None = None) -> None:
     """Say what was wrong; keep the results already on screen when there are some, else stop the page.
 
     A bad prompt or setting must not wipe out the decode a user was looking at. Each message
-    is shown once per run, however many computations it stopped."""
+    is shown once per run, however many computations it stopped. message: the page's own Markdown for it
+    (in the reader's language, anything quoted already made literal), instead of the engine's sentence."""
     shown = st.session_state.setdefault("_errors_shown", set())      # emptied by shared_sidebar each run
     if str(exc) not in shown:
-        show_error(str(exc))
+        if message is None:
+            show_error(str(exc))
+        else:
+            st.error(message)
         shown.add(str(exc))
     if not have_previous:
         st.stop()

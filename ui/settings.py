@@ -110,6 +110,15 @@ TABLE: dict[str, Setting] = {
     "so_strategy": Setting("greedy", choices=GRAMMAR_STRATEGIES),
     "so_grammar": Setting(""),
     "so_step": Setting(1, 1, MAX_NEW_TOKENS),
+    # Whole answers
+    "wa_depth": Setting(8, 1, 16),
+    "wa_budget": Setting(200, 16, 1000),
+    "wa_branch": Setting(6, 2, 16),
+    "wa_samples": Setting(32, 0, 128),
+    "wa_dist": Setting("model", choices=("model", "sampler")),
+    "wa_temperature": Setting(1.0, 0.1, 3.0),
+    "wa_top_p": Setting(1.0, 0.05, 1.0),
+    "wa_beams": Setting(["4"], choices=("2", "4", "8")),
 }
 
 

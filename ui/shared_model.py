@@ -13,6 +13,7 @@ import streamlit as st
 
 from engine import DEFAULT_MODEL, DecodeScopeError, ModelLoadError, load_model
 from engine.model import LoadedModel, bundled_named
+from engine.config import check_model_name
 from engine.stepper import OPENINGS
 from figures.labels import for_markdown
 from ui.i18n import t
@@ -194,5 +195,7 @@ def get_lm(name: str = ""):
 
 def draft_model(name: str):
     """The second model of a speculative draft, shared like the main one; raises DecodeScopeError (a model this
-    server does not offer, or one that cannot be loaded) for the page to show."""
+    server does not offer, or one that cannot be loaded) for the page to show; a name too long for one is named
+    as the draft's, in the words the decode's own check uses."""
+    check_model_name(name, "draft")
     return _load_shared(model_key(name))

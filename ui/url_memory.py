@@ -22,6 +22,7 @@ from ui import settings
 INTERFACE_KEYS = ("lang", "present", "tour")
 _MEMORY = "_url_memory"     # the query string at the end of the last run
 _PAGE = "_url_page"         # the page of the last run
+_BY_MENU = "_url_by_menu"   # this run opened its page from another one, by the menu (no settings of its own)
 
 
 def restore_interface() -> None:
@@ -38,11 +39,19 @@ def restore_settings(page: str) -> None:
     that carried settings, make every widget it names take the link's value."""
     previous = st.session_state.get(_PAGE)
     st.session_state[_PAGE] = page
+    carried = set(settings.address()) - set(INTERFACE_KEYS)
+    st.session_state[_BY_MENU] = previous is not None and previous != page and not carried
     if previous is not None:
         follow_link()
         if previous != page:
             _bring_back()
     remember()        # this run may be stopped before its end: what it opened with is kept already
+
+
+def arrived_by_menu() -> bool:
+    """Whether this run opened its page from another page of the session through the menu, bringing the
+    settings the user had there (a link that carries settings of its own is followed exactly)."""
+    return bool(st.session_state.get(_BY_MENU))
 
 
 def _bring_back() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import DEVICES, DTYPES
+from ..config import DEVICES, DTYPES, check_model_name
 from ..errors import ModelLoadError
 from .bundled import SMOLLM2, Bundled, dequantise, bundled_cache_dir, bundled_named, first_line
 from .cache import MARKER, CacheDamaged, read_cache, write_cache, clean_stale_partials
@@ -66,6 +66,8 @@ def load_model(name: str | None = None, progress: Progress | None = None,
     """Load a bundled model (name None, '', 'default', 'smollm2-135m' or 'gemma3-270m') or a HF model
     id / local folder, on `device` (auto, cpu, cuda, mps) in `dtype` (auto, float32, bfloat16, float16).
     device 'auto' with CUDA lets accelerate place a model that does not fit on one GPU (device_map='auto')."""
+    if name is not None:
+        check_model_name(name)
     report = progress or (lambda fraction, message: None)
     where = resolve_device(device)
     precision = resolve_dtype(dtype, where)

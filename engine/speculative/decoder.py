@@ -176,6 +176,7 @@ class SpeculativeDecoder(Runner):
             self.finished = True
         return Step(index=len(self.generated) - 1, chosen_ids=[token],
                     chosen_texts=[lm.token_texts[token]], candidates=dist.candidates, entropy=dist.entropy,
+                    varentropy=dist.varentropy,
                     shaped_entropy=dist.shaped_entropy, removed_mass=dist.removed_mass, kept_count=dist.kept_count,
                     stages=stages)
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, STAGE_NAMES
+from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, STAGE_NAMES
 from ..errors import TraceFormatError, quoted
 from ..served.numbers import LEARNT, NUMBERS
-from .mask import unpack_mask
+from .mask import allowed_count, allows, packed_mask
 
 TOLERANCE = 1e-3           # float32 rounding: a probability of 1.0000001, an entropy of -1e-7
 MAX_TOKEN_ID = 2**31 - 1   # when the file does not say its vocabulary size
 MAX_PROMPT_TOKENS = 32_768 # when the file does not say its context length; pages loop over the prompt
+MAX_PROMPT_CLAIM = 131_072 # whatever context length the file claims: the longest prompt a file may hold
 MAX_GRAMMAR_REMOVED = 10   # the recorder keeps the 10 most likely tokens a grammar removed
 MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
 STATUSES = ("kept", "pruned", "finished")
@@ -71,8 +72,9 @@ class _Checker:
 
     def run(self) -> None:
         self.facts()
+        self.schema()
         prompt = self.trace.prompt_token_ids
-        most = self.trace.model_facts.get("context_length") or MAX_PROMPT_TOKENS
+        most = min(self.trace.model_facts.get("context_length") or MAX_PROMPT_TOKENS, MAX_PROMPT_CLAIM)
         if len(prompt) > most:
             _fail(f"its prompt has {len(prompt):,} tokens, more than the {most:,} a model reads at once")
         for i, token_id in enumerate(prompt):
@@ -96,9 +98,22 @@ class _Checker:
         self.served()
         vocab = self.trace.model_facts.get("vocab_size")
         if vocab is not None:
-            if vocab < 1:
-                _fail(f"model fact 'vocab_size' must be at least 1, got {vocab}")
+            if not 1 <= vocab <= MAX_VOCAB:       # masks and counts are sized by it: bound it before any is read
+                _fail(f"model fact 'vocab_size' is {vocab:,}; a vocabulary has 1 to {MAX_VOCAB:,} tokens")
             self.vocab = vocab
+
+    def schema(self) -> None:
+        """A file's JSON schema read as the CLI and the page read one (nesting, true/false, references outside
+        it): a page checks the file's output against it, and nothing it names may be fetched."""
+        if self.config.grammar_kind != "json_schema":
+            return
+        from ..errors import ConfigError
+        from ..json_schema import parse_schema
+
+        try:
+            parse_schema(self.config.grammar)
+        except ConfigError as exc:
+            _fail(f"its {exc}")
 
     def served(self) -> None:
         """A served trace's facts: each key the pages read of its type and within its bounds; a trace from
@@ -155,6 +170,8 @@ class _Checker:
                 seen.add(cand.token_id)
             for name in ("entropy", "shaped_entropy"):
                 _at_least(getattr(step, name), 0.0, where, name)
+            if not math.isnan(step.varentropy):
+                _at_least(step.varentropy, 0.0, where, "varentropy")
             _share(step.removed_mass, where, "removed_mass")
             if step.kept_count < 0 or (self.vocab is not None and step.kept_count > self.vocab):
                 _fail(f"{where}: kept_count {step.kept_count:,} is not between 0 and the vocabulary size")
@@ -210,10 +227,10 @@ class _Checker:
         if self.vocab is None:
             _fail(f"{where}: a grammar's mask needs the model fact 'vocab_size'")
         try:
-            allowed = unpack_mask(g.mask, self.vocab)
+            allowed = packed_mask(g.mask, self.vocab)
         except ValueError as exc:
             _fail(f"{where}: {exc}")
-        count = int(allowed.sum())
+        count = allowed_count(allowed)
         if g.allowed != count:
             _fail(f"{where}: it says {g.allowed:,} tokens allowed; its mask allows {count:,}")
         if count < 1:
@@ -221,14 +238,14 @@ class _Checker:
         if g.forced != (count == 1):
             _fail(f"{where}: 'forced' must be true exactly when one token is allowed")
         _share(g.feasible_mass, where, "feasible_mass")
-        if not self.beam and not bool(allowed[step.chosen_ids[0]]):
+        if not self.beam and not allows(allowed, step.chosen_ids[0]):
             _fail(f"{where}: the chosen token {step.chosen_ids[0]} is not one the mask allows")
         if len(g.removed) > MAX_GRAMMAR_REMOVED:
             _fail(f"{where}: {len(g.removed):,} removed tokens listed, more than {MAX_GRAMMAR_REMOVED}")
         for j, token in enumerate(g.removed):
             self.token(token.token_id, f"{where}, removed token {j + 1}")
             _share(token.prob, f"{where}, removed token {j + 1}", "prob")
-            if bool(allowed[token.token_id]):
+            if allows(allowed, token.token_id):
                 _fail(f"{where}, removed token {j + 1}: token {token.token_id} is one the mask allows")
 
     def candidate(self, cand, where: str) -> None:

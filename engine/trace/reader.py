@@ -28,22 +28,34 @@ def check_size(size: int) -> None:
         raise TraceFormatError(f"trace is {size / 1e6:,.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:g} MB")
 
 
-def check_structure(text: str) -> None:
-    """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
-    recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))   # text may hold brackets, quotes
-    if len(brackets) > 2 * MAX_CONTAINERS:
-        raise TraceFormatError(f"trace holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
+def brackets(text: str) -> str:
+    """The [ ] { } of a JSON text that are not inside its strings: its shape, found without parsing it."""
+    return _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))   # text may hold brackets, quotes
+
+
+def nesting(shape: str, most: int) -> int:
+    """How deep `shape` (from brackets()) nests, counted up to most + 1 (then it stops: deeper than allowed)."""
     depth = deepest = 0
-    for char in brackets:
+    for char in shape:
         if char in "[{":
             depth += 1
             if depth > deepest:
                 deepest = depth
-                if deepest > MAX_DEPTH:
-                    raise TraceFormatError(f"trace is nested more than {MAX_DEPTH} levels deep")
+                if deepest > most:
+                    break
         else:
             depth -= 1
+    return deepest
+
+
+def check_structure(text: str) -> None:
+    """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
+    recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
+    shape = brackets(text)
+    if len(shape) > 2 * MAX_CONTAINERS:
+        raise TraceFormatError(f"trace holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
+    if nesting(shape, MAX_DEPTH) > MAX_DEPTH:
+        raise TraceFormatError(f"trace is nested more than {MAX_DEPTH} levels deep")
 
 
 def reject_constant(name):
@@ -269,7 +281,13 @@ def _step(d) -> Step:
                 beam_node_ids=_each(d, "beam_node_ids", _int, default=[]),
                 seconds=_field(d, "seconds", _num, 0.0),
                 stages=_each(d, "stages", _stage, "stage", default=[]),
-                grammar=_field(d, "grammar", _grammar, None))
+                grammar=_field(d, "grammar", _grammar, None),
+                varentropy=_field(d, "varentropy", _unknown_or_num, None))
+
+
+def _unknown_or_num(value) -> float:
+    """A number, or null for one the trace does not know (NaN; not -inf as `_num` reads a null)."""
+    return math.nan if value is None else _num(value)
 
 
 def _node(d) -> Node:

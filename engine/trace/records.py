@@ -4,6 +4,8 @@ Frozen dataclasses of plain values, so a trace can be shown, shared and replayed
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 
@@ -103,6 +105,7 @@ class Step:
     seconds: float = 0.0            # wall time of this step's forward pass and choice
     stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
     grammar: GrammarStep | None = None                   # constrained decoding: what the grammar's mask did
+    varentropy: float = math.nan    # raw distribution: Var[-log p], nats^2 (nan: not known, as in older traces)
 
     @property
     def chosen(self) -> "Candidate | None":

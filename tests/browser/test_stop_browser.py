@@ -54,6 +54,11 @@ def press_stop(page) -> float | None:
     return None if shown is None else (shown - clicked) / 1000
 
 
+def streamlits_stop(page):
+    """Streamlit's own Stop, in the toolbar's status corner while a run is going."""
+    return page.locator('[data-testid="stStatusWidget"] button')
+
+
 def stop_button(page):
     """The decode's own Stop button (Streamlit's "Stop" in the corner ends the run instead, with no rerun)."""
     return page.locator('[class*="st-key-_stop_button_"] button')
@@ -80,6 +85,28 @@ def test_stop_at_a_fifth_of_a_beam_search_leaves_the_tree_so_far(page, server):
     kept = slider_max(page, "beam_upto")
     print(f"beam tree: {kept} of {total} steps kept")
     assert total == 70 and kept < total      # the tree stopped short (a loaded machine may decode a few steps more)
+
+
+def test_streamlits_own_stop_in_a_long_beam_search_leaves_the_tree_so_far(page, server):
+    """The Stop users see first, the toolbar's, in a search of 8 beams and 120 tokens: the decode ends, the page
+    shows the steps decoded so far with the stopped note, and goes idle (the seconds are measured and printed)."""
+    page.goto(f"{server.url}/beam_tree?num_beams=8&max_new_tokens=120&tour=0&prompt={quote('Stop from the corner')}",
+              wait_until="domcontentloaded")
+    total = wait_for_progress(page, 0.1)
+    page.evaluate(WATCH_PAGE, [OTHER_SESSION, texts("common")["stopped_note"]])
+    clicked = page.evaluate("performance.now()")
+    streamlits_stop(page).first.click()
+    wait_idle(page)
+    idle = (page.evaluate("window.__dsChanged") - clicked) / 1000
+    shown = page.evaluate("window.__dsNoteAt")
+    assert_no_exception(page, server)
+    shot = screenshot(page, "stop_streamlit_beam_tree_after")
+    print(f"beam tree, Streamlit's Stop at 10 % of {total} steps: stopped note after "
+          f"{None if shown is None else round((shown - clicked) / 1000, 2)} s, idle after {idle:.2f} s ({shot})")
+    assert shown is not None, "no stopped note: the steps decoded so far were not shown"
+    kept = slider_max(page, "beam_upto")
+    assert kept < total == 120, (kept, total)
+    assert not page.evaluate("window.__dsOther"), "the page said another session was decoding"
 
 
 def test_stop_early_on_compare_leaves_the_lanes_so_far(page, server):

@@ -35,3 +35,19 @@ def test_a_one_hot_soft_step_on_gemma_gives_the_logits_of_the_token(gemma):
     step = trace.steps[1]
     got = torch.tensor([c.logit for c in step.candidates])
     assert torch.allclose(got, expected[[c.token_id for c in step.candidates]], atol=1e-3)
+
+
+def test_the_answer_tree_on_gemma_gives_a_plain_forward_pass(gemma):
+    """Gemma's sliding-window and global layers: a path's mass in the tree (kept keys and values gathered per
+    row) is the sum over a plain forward pass of prompt + path."""
+    from engine.answers import TreeSettings, grow_tree
+    from engine.tokens import encode_prompt
+
+    ids = encode_prompt(gemma, "法国的首都是", False, 6)
+    tree = grow_tree(gemma, ids, TreeSettings(depth=4, budget=24, branch=3, batch=8))
+    with torch.inference_mode():
+        for node in [n for n in tree.nodes if n.depth >= 2][::4]:
+            path = [n.token_id for n in tree.path(node.id)]
+            logits = gemma.model(input_ids=torch.tensor([ids + path])).logits[0].double()
+            want = sum(torch.log_softmax(logits[len(ids) - 1 + i], -1)[t].item() for i, t in enumerate(path))
+            assert abs(node.logprob - want) < 1e-3

@@ -17,7 +17,9 @@ import pytest
 import engine.__main__ as cli
 import engine.model
 import engine.output
+import hostile_traces
 from engine import ConfigError, DecodeConfig, Trace
+from engine.grammar import parse_schema
 from engine import decode
 from cli_helpers import Result, assert_one_error_line, cli_in_process
 from tiny_models import ROOT
@@ -164,3 +166,31 @@ def test_lens_rebuilds_a_damaged_cache_and_says_so(capsys, monkeypatch, fake_bun
     assert "damaged" in result.stderr and "model.safetensors" in result.stderr and "rebuilding" in result.stderr
     assert calls == [1, 1]
     assert "layer" in result.stdout
+
+
+# ---- constrained and speculative decoding: names, flags and schemas ------------------------------------
+LONG_NAME = "m" * 256          # one byte more than a file name may be
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", LONG_NAME], ["model: a model name of 256 bytes", "at most 255 bytes"]),
+    (["--strategy", "speculative", "--draft", f"model:{LONG_NAME}"],
+     ["draft: a model name of 256 bytes", "at most 255 bytes"]),
+    (["--regex", "caf\udce9"], ["--regex", "not UTF-8", "0xE9", "character 4"]),
+    (["--choices", "yes,caf\udce9"], ["--choices", "not UTF-8", "0xE9", "character 8"]),
+    (["--regex", "smile \ud83d"], ["--regex", "character 7", "UTF-16"]),
+])
+def test_a_hostile_flag_gives_one_line(capsys, monkeypatch, args, words):
+    result = cli_in_process(capsys, monkeypatch, "--prompt", "The capital of France is", *args)
+    assert_one_error_line(result, *words)
+
+
+@pytest.mark.parametrize("name", list(hostile_traces.schema_cases("http://127.0.0.1:9")))
+def test_a_hostile_schema_file_gives_the_same_line_as_the_engine(capsys, monkeypatch, tmp_path, name):
+    schema, words = hostile_traces.schema_cases("http://127.0.0.1:9")[name]
+    path = tmp_path / "schema.json"
+    path.write_text(hostile_traces.schema_text(schema))
+    result = cli_in_process(capsys, monkeypatch, "--prompt", "The capital of France is", "--json-schema", str(path))
+    with pytest.raises(ConfigError) as info:
+        parse_schema(hostile_traces.schema_text(schema))
+    assert_one_error_line(result, words, str(info.value))

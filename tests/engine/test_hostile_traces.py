@@ -4,12 +4,15 @@ checked at its boundary (20 MB = 20,000,000 bytes)."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
 import hostile_traces
 from engine import DecodeConfig, Trace, TraceFormatError, decode
 from engine.trace import MAX_TRACE_BYTES
+
+MIB = 2**20
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +101,57 @@ def test_markdown_escaping_leaves_no_image_tag_or_shortcode(text):
     bare = re.sub(r"\\.", "", md)                           # what is left for Markdown to interpret
     for trigger in (":material", ":smile", "![", ":red[", "<img"):
         assert trigger not in bare, (trigger, md)
+
+
+@pytest.fixture(scope="module")
+def constrained(llama):
+    trace = decode(llama, "The capital of France is", DecodeConfig(
+        strategy="greedy", max_new_tokens=6, grammar_kind="choices", grammar='["Paris, the capital", "London"]'))
+    assert len(trace.steps) >= 2 and all(s.grammar is not None for s in trace.steps)
+    return trace
+
+
+# ---- constrained traces: what the vocabulary and the masks claim ---------------------------------
+def test_every_hostile_constrained_file_is_refused_with_one_sentence(constrained):
+    cases = hostile_traces.refused_structured(constrained)
+    wrong = []
+    for case in cases:
+        try:
+            Trace.from_json(case.payload)
+        except TraceFormatError as exc:
+            message = str(exc)
+            if not all(w in message for w in case.words) or "\n" in message or len(message) > 300:
+                wrong.append((case.name, message))
+        else:
+            wrong.append((case.name, "accepted"))
+    assert not wrong, wrong
+
+
+def peak_bytes(read) -> int:
+    """The most memory Python and numpy held at once while `read()` ran (tracemalloc sees both)."""
+    tracemalloc.start()
+    try:
+        read()
+    except TraceFormatError:
+        pass
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def test_a_hostile_constrained_file_costs_under_512_mib_more_than_a_normal_one(constrained):
+    """The claim of a billion tokens made each mask 125 MB of bits, inflated and unpacked to 2 GB per step."""
+    normal = constrained.to_json().encode()
+    baseline = peak_bytes(lambda: Trace.from_json(normal))
+    costs = {case.name: (peak_bytes(lambda p=case.payload: Trace.from_json(p)) - baseline) / MIB
+             for case in hostile_traces.refused_structured(constrained)}
+    assert max(costs.values()) < 512, costs
+
+
+def test_a_mask_is_never_inflated_past_the_vocabulary_ceiling():
+    from engine.config import MAX_VOCAB
+    from engine.trace.mask import unpack_mask
+
+    bomb = hostile_traces.mask_bomb(hostile_traces.CLAIMED_VOCAB // 8)
+    peak = peak_bytes(lambda: pytest.raises(ValueError, unpack_mask, bomb, hostile_traces.CLAIMED_VOCAB))
+    assert MAX_VOCAB == 1_048_576 and peak < 2 * MIB, peak

@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 import pytest
+
+from engine.config import MAX_VOCAB
 import torch
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -213,7 +215,7 @@ count = st.integers(min_value=0, max_value=2**40)
 def traces(draw):
     """Whole traces, consistent as the reader demands (see engine/trace_check.py), with arbitrary
     token texts and numbers: a decode (one sequence = the chosen tokens) or a beam search (a tree)."""
-    vocab = draw(st.integers(min_value=1, max_value=2**31 - 1))
+    vocab = draw(st.integers(min_value=1, max_value=MAX_VOCAB))       # a file may claim no more (engine.config)
     ident = st.integers(min_value=0, max_value=vocab - 1)
     beam = draw(st.booleans())
     num_beams = draw(st.integers(1, 8)) if beam else 1

@@ -103,8 +103,8 @@ def render_everything(trace: Trace) -> None:
 
 def render_speculative(trace: Trace) -> None:
     """What the Speculative decoding page computes from an uploaded trace."""
-    labels = {key: key for key in ("kept", "rejected", "unchecked", "corrected", "bonus", "round", "draft", "title",
-                                   "p", "q", "overlap", "prob", "rate", "position", "alpha", "keep", "reject")}
+    labels = {key: key for key in ("kept", "rejected", "unchecked", "corrected", "bonus", "plain", "round", "draft",
+                                   "title", "p", "q", "overlap", "prob", "rate", "position", "alpha", "keep", "reject")}
     rounds_strip(trace.rounds, labels, selected=(0, 0))
     acc = acceptance(trace)
     acceptance_bars(acc.rates, acc.counts, acc.alpha, labels)

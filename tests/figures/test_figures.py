@@ -172,3 +172,17 @@ def test_finished_nodes_are_real_hypotheses(bundled):
     for n in trace.nodes:
         if n.status == "finished":
             assert n.token_id in bundled.eos_token_ids or n.length == config.max_new_tokens, n
+
+
+@pytest.mark.parametrize("stop_after", [None, 3])
+def test_the_searchs_own_length_penalty_never_asks_for_a_new_search(llama, stop_after):
+    """Re-ranked under the penalty it was searched with, a search (whole, or stopped after a few steps) is the
+    search itself: nothing changes, nothing to search again."""
+    from engine.service import DecodeService
+
+    config = DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=10, length_penalty=1.0)
+    on_step = None if stop_after is None else (lambda lane, step: step.index < stop_after - 1)
+    trace = DecodeService().decode(llama, "The capital of France is", config, on_step=on_step)
+    assert len(trace.steps) == (stop_after or len(trace.steps))
+    same = rerank(trace, 1.0)
+    assert not same.stop_changed and not same.set_changed

@@ -135,6 +135,8 @@ def test_the_root_address_is_a_landing_that_says_what_the_app_is(loads, lang):
     assert targets[-len(stems) - 1] == calc_hash("step_by_step")        # where to start, then every page
     assert sorted(targets[-len(stems):]) == sorted(calc_hash(s) for s in stems)
     assert all(f"lang={lang}" in link.proto.query_string for link in links[-len(stems):])
+    for link in links[-len(stems):]:                # each page described in the reader's language, not by a key
+        assert "landing." not in link.proto.label and "nav." not in link.proto.label, link.proto.label
     assert loads == [], "the landing loads no model"
     assert not figures(at)
 

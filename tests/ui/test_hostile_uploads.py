@@ -4,7 +4,11 @@ decoding and Structured output (AppTest, tiny random Llama).
 Each refused file (tests/hostile_traces.py) must give one message naming the problem, raise
 no exception, and leave the live result on screen as it was. Each whole file that carries
 markup (image links to a tracking address, <img>, **bold**, $x$) is shown, and no element
-that renders Markdown or HTML holds that markup unescaped.
+that renders Markdown or HTML holds that markup unescaped; a whole file of another kind (a
+beam search on Speculative decoding) gets one line, and the live result stays under it.
+Structured output also gets constrained files that claim too much (memory measured per
+upload), a catastrophic pattern, and hostile schemas in its box; Speculative decoding a draft
+model name longer than a file name.
 """
 from __future__ import annotations
 
@@ -56,10 +60,10 @@ def cases(tiny_llama_folder):
 LIVE = {"structured": ({"so_kind": "choices", "so_example": "cities"}, 12)}
 
 
-def open_page(folder: str, page: str) -> AppTest:
+def open_page(folder: str, page: str, params: dict | None = None) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    params, new_tokens = LIVE.get(page, ({}, 4))
-    for key, value in params.items():
+    live, new_tokens = LIVE.get(page, ({}, 4))
+    for key, value in (params or live).items():
         at.query_params[key] = value
     at.session_state["model"] = folder
     at.session_state["prompt"] = PROMPT
@@ -100,14 +104,18 @@ def test_refused_files_give_a_message_and_the_live_result_stays(tiny_llama_folde
     assert not refusals_gone_wrong(open_page(folder, page), page, refused)
 
 
-def refusals_gone_wrong(at: AppTest, page: str, refused: list) -> list:
+def refusals_gone_wrong(at: AppTest, page: str, refused: list, peaks: dict | None = None) -> list:
     """Upload each refused file in turn on one page session; what went wrong with any (an exception, not exactly
-    one message with the case's words, the live result changed, markup rendered). Empty when all went right."""
+    one message with the case's words, the live result changed, markup rendered). Empty when all went right.
+    peaks: when given, filled with each upload's peak of memory held (bytes, tracemalloc: Python and numpy)."""
     before = on_screen(at)
     assert before[2] > 0
     wrong = []
     for case in refused:
-        upload(at, page, f"{case.name}.json", case.payload)
+        if peaks is None:
+            upload(at, page, f"{case.name}.json", case.payload)
+        else:
+            peaks[case.name] = peak_of(lambda c=case: upload(at, page, f"{c.name}.json", c.payload))
         errors = [e.value.replace("\\", "") for e in at.error]
         if at.exception:
             wrong.append((case.name, "exception", at.exception[0].value))
@@ -120,19 +128,166 @@ def refusals_gone_wrong(at: AppTest, page: str, refused: list) -> list:
     return wrong
 
 
+def peak_of(run) -> int:
+    """The most memory Python and numpy held at once while `run()` ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def constrained(tiny_llama_folder):
+    """A constrained decode that ends by completing its one choice (the grammar's text is whole)."""
+    from engine.grammar import stop_reason
+
+    trace = decode(tiny_llama_folder[0], PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=12,
+                                                               grammar_kind="choices", grammar='["Paris"]'))
+    assert stop_reason(trace) == "complete"
+    return trace
+
+
+def test_hostile_constrained_files_on_the_structured_page(tiny_llama_folder, constrained):
+    """Each refused file gets the reader's one sentence, the live result stays, and each upload costs less than
+    512 MiB over uploading the normal trace (a billion-token claim cost gigabytes)."""
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "structured")
+    normal = peak_of(lambda: upload(at, "structured", "normal.json", constrained.to_json().encode()))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    peaks = {}
+    at = open_page(folder, "structured")
+    assert not refusals_gone_wrong(at, "structured", hostile_traces.refused_structured(constrained), peaks)
+    over = {name: round((peak - normal) / 2**20) for name, peak in peaks.items()}
+    assert max(over.values()) < 512, over
+
+
+def test_a_catastrophic_pattern_in_an_uploaded_trace_leaves_the_server_answering(tiny_llama_folder, constrained):
+    """A file's regex (a+)+$ and an output of 5,000 a's and a b: Python's re would hold the GIL through 2**5000
+    ways; the check answers 'does not match', and another thread ticks meanwhile."""
+    import threading
+    import time
+
+    _, folder = tiny_llama_folder
+    data = constrained.to_dict()
+    data["config"].update(grammar_kind="regex", grammar="(a+)+$")
+    data["sequences"][0]["text"] = "a" * 5000 + "b"
+    at = open_page(folder, "structured")
+    ticks, done = [0], threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    start = ticks[0]
+    upload(at, "structured", "catastrophic.json", json.dumps(data).encode())
+    during = ticks[0] - start
+    done.set()
+    ticker.join()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [texts_en("not_valid", why="the pattern does not match the whole text")]
+    assert during >= 1
+
+
+def texts_en(key: str, **values) -> str:
+    from app_helpers import texts
+
+    return texts("structured")[key].format(**values)
+
+
+# ---- hostile settings: a schema in the box, a draft model's name ------------------------------------------
+STRUCTURED_TEXTS = json.loads((Path(__file__).resolve().parents[2] / "assets" / "texts" / "en" / "structured.json")
+                              .read_text(encoding="utf-8"))
+START_SCHEMA = '{"enum": ["Paris"]}'       # a JSON schema the tiny model completes in a few tokens
+
+
+def test_hostile_schemas_in_the_box_get_one_line_and_reach_nothing(tiny_llama_folder):
+    """References outside the schema (to a listening socket, a file, a relative name), true, false and a schema
+    nested 200 deep: each gets its one line, saying what the CLI's says (the engine names its reason, the page
+    has words for it), the last result stays, no connection."""
+    from engine.grammar import parse_schema
+    from engine.errors import ConfigError
+
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "structured", {"so_kind": "json_schema", "so_example": "custom",
+                                          "so_grammar": START_SCHEMA})
+    last, live = at.session_state["so_last"], on_screen(at)
+    wrong = []
+    with hostile_traces.Listener() as listener:
+        for name, (schema, words) in hostile_traces.schema_cases(listener.address).items():
+            text = hostile_traces.schema_text(schema)
+            at.text_area(key="so_grammar").input(text).run()
+            with pytest.raises(ConfigError) as engine_line:
+                parse_schema(text)
+            errors = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in at.error]
+            reason = engine_line.value.reason       # the page says it in its words, the CLI in the engine's
+            if at.exception or len(errors) != 1 or words not in errors[0] or words not in str(engine_line.value) \
+                    or f"error_{reason}" not in STRUCTURED_TEXTS:
+                wrong.append((name, errors, at.exception))
+            elif at.session_state["so_last"] is not last or on_screen(at) != live:
+                wrong.append((name, "the last result changed"))
+    assert listener.connections == 0
+    assert not wrong, wrong
+
+
+def test_a_draft_model_name_longer_than_a_file_name_gets_one_line(tiny_llama_folder):
+    from engine.config import check_model_name
+    from engine.errors import ConfigError
+
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "speculative", {"sd_kind": "model", "sd_model": folder})   # the tiny model drafts
+    assert at.session_state["sd_trace"].config.draft == f"model:{folder}"
+    live = on_screen(at)
+    name = "m" * 256
+    at.text_input(key="sd_model").input(name).run()
+    with pytest.raises(ConfigError) as engine_line:
+        check_model_name(name, "draft")
+    assert not at.exception, at.exception
+    errors = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in at.error]
+    assert len(errors) == 1 and str(engine_line.value) in errors[0], errors
+    assert on_screen(at) == live
+
+
+def test_a_model_name_longer_than_a_file_name_gets_one_line(tiny_llama_folder):
+    """The CLI's line for --model, inside the page's message; the model used before stays, and so does the result."""
+    from engine.config import check_model_name
+    from engine.errors import ConfigError
+
+    _, folder = tiny_llama_folder
+    at = open_page(folder, "structured")
+    live = on_screen(at)
+    name = "m" * 256
+    at.text_input(key="model").input(name).run()
+    with pytest.raises(ConfigError) as engine_line:
+        check_model_name(name)
+    assert not at.exception, at.exception
+    errors = [e.value.replace("\\", "").replace(WORD_JOINER, "") for e in at.error]
+    assert len(errors) == 1 and str(engine_line.value) in errors[0], errors
+    assert on_screen(at) == live
+
+
 @pytest.mark.parametrize("page", list(UPLOADERS))
 def test_text_from_a_whole_file_is_shown_literally(tiny_llama_folder, cases, page):
     _, folder = tiny_llama_folder
     _, accepted = cases
     for case in accepted:
         at = open_page(folder, page)
+        live = on_screen(at)
         upload(at, page, f"{case.name}.json", case.payload)
         assert not at.exception, (case.name, at.exception)
         assert not unescaped_markup(at), (case.name, unescaped_markup(at))
         if not page_shows(page, Trace.from_json(case.payload)):
-            # a trace this page cannot show (a decode without a tree, rounds or masks): one line naming its strategy
+            # a trace this page cannot show (a decode without a tree, rounds or masks): one line naming its
+            # strategy, and the live result stays on screen under it
             assert len(at.error) == 1 and ("greedy" in at.error[0].value or "beam" in at.error[0].value), \
                 (case.name, [e.value for e in at.error])
+            assert on_screen(at) == live, (case.name, "the live result is gone")
             continue
         assert not at.error, (case.name, [e.value for e in at.error])
         # Markdown escapes and the invisible joiner that keeps an address from becoming a link are not text

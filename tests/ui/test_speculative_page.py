@@ -180,3 +180,58 @@ def test_a_prompt_lookup_that_finds_nothing_still_decodes_and_says_why_there_is_
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "finds no earlier occurrence" in errors[0], errors
     assert figures(at)
+
+
+def _label_shown(box, shown: str | None) -> str:
+    """What the browser's box shows after a run: the label the server sent with the run (set_value), else the
+    label it showed before (the browser keeps its own copy of the chosen label), else the default option."""
+    if box.proto.set_value:
+        return box.proto.raw_value
+    return shown if shown is not None else box.options[box.proto.default]
+
+
+def test_the_position_box_names_the_new_runs_position_after_the_settings_change(spec_loads):
+    at = open_page(LINK)
+    box = at.selectbox(key="sd_pos_box")
+    shown = _label_shown(box, None)
+    for k in (2, 4, 5):
+        at.number_input(key="sd_k").set_value(k).run()
+        assert not at.exception
+        box = at.selectbox(key="sd_pos_box")
+        shown = _label_shown(box, shown)
+        assert shown == box.options[box.index], (k, shown, box.options[box.index])
+
+
+def test_the_cost_compares_runs_of_one_length_when_the_speculative_run_ends_early(monkeypatch, models):
+    """The tiny Llama with its end-of-text token set to a token speculative sampling writes and plain sampling
+    never does: the speculative run ends there, and plain decoding, compared with it, writes no more tokens (or
+    fewer, and the page says why)."""
+    install_loads(monkeypatch, lambda name: models["tiny"])
+    first = open_page(LINK)
+    ids, plain_ids = first.session_state["sd_trace"].best.token_ids, first.session_state["sd_plain"].best.token_ids
+    end = next(i for i, token in enumerate(ids) if token not in plain_ids and token not in ids[:i])
+    eos = ids[end]
+    from engine.model import LoadedModel
+
+    built = tiny_llama(eos_token_id=eos)                  # named apart: another request for the service
+    ending = LoadedModel.from_parts(built.model, built.tokenizer, "tiny-llama-ending")
+    install_loads(monkeypatch, lambda name: ending)
+    at = open_page(LINK)
+    spec, plain = at.session_state["sd_trace"], at.session_state["sd_plain"]
+    assert len(spec.steps) == end + 1
+    shown = "\n".join(m.value for m in at.markdown)
+    if len(plain.steps) == len(spec.steps):
+        assert EN["cost_text"].split("{")[0] in shown
+    else:
+        assert len(plain.steps) < len(spec.steps) and EN["cost_per_token"].split("{")[0] in shown
+    ui.shared_model._models.clear()
+
+
+def test_an_empty_second_model_box_asks_for_a_name_and_keeps_the_result(spec_loads):
+    at = open_page(LINK)
+    shown = at.session_state["sd_trace"]
+    at.radio(key="sd_kind").set_value("model").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == []                      # no "'model:' is not a draft"
+    assert EN["model_empty"] in [i.value for i in at.info]
+    assert at.session_state["sd_trace"] is shown and figures(at)

@@ -95,3 +95,31 @@ def test_stop_on_compare_keeps_the_lanes_and_starts_no_search(tiny_llama_folder,
     assert all(len(tr.steps) == len(greedy.steps) for tr in shown.values())   # one batch: the lanes stop together
     assert stopped(at)
     no_other_session(at)
+
+
+def test_streamlits_own_stop_keeps_the_steps_for_the_next_run(tiny_llama_folder, monkeypatch):
+    """Streamlit's Stop (the toolbar's) makes the server stop the run, with no callback and no run after it: the
+    next run, whenever it comes, shows the steps decoded before the Stop, with the stopped note."""
+    lm, folder = tiny_llama_folder
+    draw = progress._Watch._draw
+    monkeypatch.setattr(progress, "SHOW_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "REDRAW_SECONDS", 0.0)     # every step draws: the Stop is seen at the next one
+
+    def stopped_here(self, fraction, left):
+        if self.name == "beam" and sum(self.done) == STOP_AT:
+            get_script_run_ctx().script_requests.request_stop()
+        draw(self, fraction, left)
+
+    monkeypatch.setattr(progress._Watch, "_draw", stopped_here)
+    at = open_app(folder, "Stop from the toolbar " * 2, {"max_new_tokens": 9, "num_beams": 3})
+    at.switch_page("pages/beam_tree.py").run()           # the run Streamlit's Stop ends
+    monkeypatch.setattr(progress._Watch, "_draw", draw)
+    at.run()                                             # the next run (any click)
+    assert not at.exception, at.exception
+    trace = at.session_state["beam_trace"]
+    alone = decode(lm, trace.prompt, trace.config)
+    kept = len(trace.steps)             # the run ends at its next element update after the Stop (a redraw or two)
+    assert STOP_AT <= kept < len(alone.steps)
+    assert [s.chosen_ids for s in trace.steps] == [s.chosen_ids for s in alone.steps[:kept]]
+    assert stopped(at)
+    no_other_session(at)

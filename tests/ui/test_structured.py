@@ -31,11 +31,12 @@ def test_a_link_with_every_setting_opens_the_run_it_names(tiny_loads):
     jsonschema.validate(json.loads(trace.best.text), SCHEMA)         # valid, checked here without the library
     en = texts("structured")
     assert any(en["valid"].split("{")[0] in s.value for s in at.success)
-    # the step's table: the removed candidates struck through are exactly those outside the recorded mask
+    # the step's table: the candidates marked removed are exactly those outside the recorded mask, and none is
+    # struck through (a line through a Chinese character reads as another one: 一, 二)
     step = [s for s in trace.steps if s.grammar is not None][1]
     allowed = unpack_mask(step.grammar.mask, tiny_loads.facts.vocab_size)
-    struck = table(at).count("~~") // 2
-    assert struck == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    removed = table(at).count(en["removed"])
+    assert removed == sum(1 for c in step.candidates if not bool(allowed[c.token_id])) and "~~" not in table(at)
     assert at.get("download_button")                                 # the trace and the figure can be saved
 
 
@@ -90,7 +91,8 @@ def test_a_saved_constrained_trace_reopens_without_the_model(no_local_loads):
     assert [c.value for c in at.code] == ["(yes|no)!"]                   # the file's own grammar, as written
     step = steps[len(steps) - 1]
     allowed = unpack_mask(step.grammar.mask, lm.facts.vocab_size)
-    assert table(at).count("~~") // 2 == sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    removed = sum(1 for c in step.candidates if not bool(allowed[c.token_id]))
+    assert table(at).count(texts("structured")["removed"]) == removed
     assert not at.error and at.get("download_button")
 
 
@@ -104,3 +106,71 @@ def test_a_trace_without_masks_gets_one_line(no_local_loads):
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [texts("structured")["upload_no_mask"].format(strategy="greedy")]
     assert not figures(at)
+
+
+def test_a_ready_example_replaced_by_the_users_text_is_named_custom(tiny_loads):
+    at = open_app("structured", params={"so_kind": "regex", "so_example": "date"}, new_tokens=4)
+    assert at.selectbox(key="so_example").value == "date"
+    at.text_area(key="so_grammar").input(r"\d{2}/\d{2}").run()
+    assert not at.exception
+    assert at.selectbox(key="so_example").value == "custom"
+    assert at.query_params["so_example"] == "custom"
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
+def test_a_run_out_of_tokens_is_named_so_by_every_strategy(tiny_loads, strategy):
+    """Six tokens cannot hold a whole {"city": …, "country": …} object: each strategy's verdict says the tokens
+    ran out (not that the JSON is broken)."""
+    at = open_app("structured", params={"so_kind": "json_schema", "so_example": "city", "so_strategy": strategy},
+                  new_tokens=6)
+    trace = at.session_state["so_last"]
+    assert len(trace.best.token_ids) == 6 and not trace.best.text.endswith("}")
+    en = texts("structured")
+    assert [e.value for e in at.error] == [en["stopped_max"].format(n=6)]
+
+
+def test_choosing_a_ready_example_gives_it_the_tokens_it_needs(tiny_loads):
+    from ui.grammar_examples import NEEDS
+
+    at = open_app("structured", params={"so_kind": "json_schema", "so_example": "city"}, new_tokens=12)
+    assert at.sidebar.number_input(key="max_new_tokens").value == 12          # a link's length is followed
+    at.selectbox(key="so_example").set_value("person").run()
+    assert not at.exception
+    assert at.sidebar.number_input(key="max_new_tokens").value == NEEDS["json_schema"]["person"]
+    assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["person"]
+    assert any(c.value.startswith(texts("structured")["length_raised"].split("{")[0]) for c in at.caption)
+
+
+def test_a_ready_example_reached_from_a_shorter_page_by_the_menu_gets_its_tokens(tiny_loads):
+    from ui.grammar_examples import NEEDS
+
+    at = open_app("kv_cache", params={"max_new_tokens": 12, "so_kind": "json_schema"}, new_tokens=12)
+    at.query_params.clear()                                # the menu opens a page with an empty address
+    at.switch_page("pages/structured.py").run()
+    assert not at.exception
+    assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["city"]
+
+
+def each_example_finishes(lm, prompt: str) -> None:
+    """Each ready example, decoded greedily and by sampling on `prompt` with the tokens NEEDS gives it, ends where
+    its grammar can end."""
+    from engine import DecodeConfig, decode
+    from engine.grammar import stop_reason
+    from ui.grammar_examples import EXAMPLES, NEEDS
+
+    for kind, examples in EXAMPLES.items():
+        for name, grammar in examples.items():
+            for strategy in ("greedy", "sample"):
+                config = DecodeConfig(strategy=strategy, max_new_tokens=NEEDS[kind][name], grammar_kind=kind,
+                                      grammar=grammar, seed=0)
+                trace = decode(lm, prompt, config)
+                assert stop_reason(trace) == "complete", (kind, name, strategy, trace.best.text)
+
+
+@pytest.mark.bundled
+def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bundled):
+    each_example_finishes(bundled, "The capital of France is")
+
+
+def test_every_ready_example_finishes_within_its_tokens_on_gemma_in_chinese(gemma):
+    each_example_finishes(gemma, "中国的首都是")

@@ -20,7 +20,7 @@ from ui.settings import TABLE
 ROOT = Path(__file__).resolve().parents[2]
 
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "speculative",
-         "structured", "interview"]
+         "structured", "answers", "interview"]
 NUMBERS = sorted(k for k, s in TABLE.items() if s.kind in (int, float))
 # far out of range, beyond int64, beyond float (an overflow), not finite, not a number
 BAD = ["5000", "-99999999999999999999999", "9" * 400, "1e400", "nan", "-inf", "zwei"]

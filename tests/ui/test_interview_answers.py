@@ -1,0 +1,90 @@
+"""The Interview page's cards on whole answers, in AppTest on the tiny Llama: each question first and its answer
+on demand, in English and 中文, and each link opening Whole answers (or Beam tree) on the settings it names,
+asked in English on the bundled chat model in both languages."""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import PAGE_BY_HASH, ROOT, texts
+
+pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
+CARDS = ("beam", "mode", "length", "entropy")
+CAPITAL = "What is the capital of France? Answer in one word."
+TITLES = {"answers": "answers", "beam_tree": "beam"}
+
+
+def open_interview(lang: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["lang"] = lang
+    at.switch_page("pages/interview.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+
+
+def reveal_all(at: AppTest, lang: str) -> list[tuple[str, dict]]:
+    """Reveal each card in turn; (page stem, query) of every link its answer shows."""
+    words = texts("interview_wa", lang)
+    links = []
+    for card in CARDS:
+        assert words[f"{card}_q"] in markdown(at) and words[f"{card}_a"] not in markdown(at), card
+        at.button(key=f"iv_wa_reveal_{card}").click().run()
+        assert not at.exception, at.exception
+        assert words[f"{card}_a"] in markdown(at), card
+        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
+        found = [p for p in at.get("page_link") if p.proto.label in labels]
+        assert sorted(p.proto.label for p in found) == sorted(labels), card
+        links += [(PAGE_BY_HASH[p.proto.page_script_hash], dict(parse_qsl(p.proto.query_string))) for p in found]
+    return links
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_cards_show_the_question_first_and_the_answer_with_its_demos_on_demand(tiny_loads, lang):
+    at = open_interview(lang)
+    other = texts("interview_wa", "zh" if lang == "en" else "en")
+    assert not any(other[f"{card}_q"] in markdown(at) for card in CARDS)
+    links = reveal_all(at, lang)
+    assert [page for page, _ in links].count("answers") == 5 and ("beam_tree", links[-2][1]) in links
+    for page, params in links:
+        assert params["lang"] == lang
+        if page == "answers":       # the quoted numbers are the English chat model's, in either language
+            assert params["prompt"] in (CAPITAL, "Write a haiku about the sea.") and params["chat"] == "1"
+            assert params["model"] == "smollm2-135m"
+    at.button(key="iv_wa_reveal_beam").click().run()
+    assert texts("interview_wa", lang)["beam_a"] not in markdown(at)
+
+
+def _opened(page: str, params: dict) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params.update(params)
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, (params, at.exception)
+    assert not at.error, (params, [e.value for e in at.error])
+    return at
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_link_opens_its_page_on_the_settings_it_names(tiny_loads, lang):
+    links = reveal_all(open_interview(lang), lang)
+    # in 中文 one link of each page: the pages do not depend on the language
+    for page, params in links if lang == "en" else [links[0], links[-2]]:
+        at = _opened(page, params)
+        assert at.title[0].value == texts(TITLES[page], lang)["title"]
+        if page == "beam_tree":
+            assert at.session_state["num_beams"] == 4 and at.session_state["rerank_lp"] == 0.0
+            continue
+        state = at.session_state
+        assert state["prompt"] == params["prompt"] and state["chat"] is True
+        assert (state["wa_depth"], state["wa_budget"], state["wa_branch"]) == (8, 200, 6)
+        assert state["wa_dist"] == "model" and state["wa_beams"] == params["wa_beams"].split(",")
+        assert at.query_params.get("section") is None          # asked once, dropped once there
+        assert at.query_params["wa_beams"] == params["wa_beams"]  # the address the page leaves reproduces the view
+        words = texts("answers", lang)
+        placed = [m.value for m in at.markdown if any(words["beam_n"].format(n=n) in m.value for n in (2, 4, 8))]
+        assert len(placed) == len(params["wa_beams"].split(",")), placed

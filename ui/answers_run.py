@@ -1,0 +1,109 @@
+"""Whole answers' run on a page: the tree grown with a progress bar, and kept when the run is stopped.
+
+Any click (the Stop button, Streamlit's own Stop, or a setting changed) makes Streamlit end the page's run
+at its next element update, here the progress bar's. The tree's progress callback catches that, lets the
+search end where it is, keeps the tree so far under the session's id (the stopped run may no longer touch
+session state) and lets the stop go on. Streamlit starts the next run at once, in another thread, while the
+old one is still in a forward pass: the next run first asks the old one to end and waits for it
+(`let_go`), then shows the kept tree, said to be stopped, until the settings change. The ledger so far,
+drawn as the tree grows, stays on screen after a stop.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from engine.answers.run import AnswersRun, explore
+from figures.labels import for_markdown, visible
+from ui.i18n import t
+from engine import LoadedModel
+
+_KEPT: dict = {}          # session id -> (identity, the run stopped early)
+_FLIGHTS: dict = {}       # session id -> (stop, done): the search a run of this session has under way
+LET_GO_SECONDS = 30.0     # the longest a run waits for an earlier one to end (one batched pass)
+MAX_KEPT = 64             # sessions whose stopped run is kept (the oldest goes first)
+REDRAW_SECONDS = 0.5      # the ledger so far is redrawn at most this often
+_LOCK = threading.Lock()
+
+
+def _session() -> str:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def kept(identity: tuple) -> AnswersRun | None:
+    """The run a stop left for these settings in this session, if any (an earlier run still searching is
+    asked to end first, and waited for)."""
+    let_go()
+    with _LOCK:
+        entry = _KEPT.get(_session())
+    return entry[1] if entry is not None and entry[0] == identity else None
+
+
+def let_go() -> None:
+    """End this session's search still under way in an earlier run, and wait until it has kept its tree."""
+    with _LOCK:
+        flight = _FLIGHTS.get(_session())
+    if flight is not None:
+        flight[0].set()
+        flight[1].wait(LET_GO_SECONDS)
+
+
+def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, samples: int, seed: int,
+                    identity: tuple) -> AnswersRun:
+    """explore() with a progress bar, the ledger so far and a Stop button; a stop keeps the tree so far (see the
+    module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run."""
+    session = _session()
+    bar = st.progress(0.0, text=t("answers.growing"))
+    live = st.empty()
+    st.button(t("answers.stop"), key="wa_stop", icon="⏹️", help=t("answers.stop_help"))   # a click stops the run
+    interrupted: list = []
+    drawn = [0.0]
+    stop, done = threading.Event(), threading.Event()
+    with _LOCK:
+        _FLIGHTS[session] = (stop, done)
+
+    def progress(fraction: float, line: str, snapshot) -> None:
+        if interrupted:
+            return
+        try:
+            bar.progress(min(fraction, 1.0), text=t("answers.growing_n", line=line))
+            if time.monotonic() - drawn[0] >= REDRAW_SECONDS:
+                drawn[0] = time.monotonic()
+                live.markdown(so_far(snapshot()))
+        except ScriptControlException as exc:
+            interrupted.append(exc)
+
+    try:
+        run = explore(lm, prompt, settings, chat=chat, beams=beams, samples=samples, seed=seed,
+                      should_stop=lambda: bool(interrupted) or stop.is_set(), progress=progress)
+        with _LOCK:
+            _KEPT.pop(session, None)
+            if run.tree.stopped:
+                while len(_KEPT) >= MAX_KEPT:
+                    _KEPT.pop(next(iter(_KEPT)))
+                _KEPT[session] = (identity, run)
+    finally:
+        with _LOCK:
+            if _FLIGHTS.get(session) == (stop, done):
+                del _FLIGHTS[session]
+        done.set()
+    if interrupted:
+        raise interrupted[0]
+    bar.empty()
+    live.empty()
+    return run
+
+
+def so_far(tree) -> str:
+    """One line: the ledger of the tree so far and its most likely answer."""
+    led = tree.ledger
+    best = tree.answers[0] if tree.answers else None
+    text = (for_markdown(visible(best.text)) if best.text else t("answers.empty")) if best else "–"
+    return t("answers.so_far", answers=f"{led.answers:.3g}", prefixes=f"{led.prefixes:.3g}",
+             left=f"{led.left_out:.3g}", best=text, p=f"{best.prob:.3g}" if best else "–")
