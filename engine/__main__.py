@@ -4,6 +4,7 @@
 `decode` prints a table (step, chosen token, its probability, the top 5 alternatives),
 with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
 `lens` prints the top token at every layer for the next token (the logit lens).
+`lesson` writes a trace as one HTML file that steps through the run in any browser, offline.
 Bad input exits with status 2 and one line `error: ...` naming the parameter; no traceback.
 """
 from __future__ import annotations
@@ -12,18 +13,17 @@ import argparse
 import contextlib
 import dataclasses
 import math
-import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
                      DecodeConfig, draft_spec)
 from .errors import ConfigError, DecodeScopeError
 from .answers_cli import add_answers_arguments, answers_main
+from .lesson.cli import add_lesson_parser, lesson_main
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
 from .cli_input import MAX_PROMPT_FILE, check_argument_text, read_text_file
-from .output import say_error, write_file, write_stdout
+from .output import check_target, say_error, write_file, write_stdout
 
 if TYPE_CHECKING:                   # for annotations only: the trace's module is imported where a decode runs
     from .trace import Trace
@@ -132,6 +132,7 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                                              "greedy, beam search and samples land", formatter_class=_Help)
     add_prompt_and_model(answers)
     add_answers_arguments(answers)
+    add_lesson_parser(sub, _Help)
     return parser
 
 
@@ -287,16 +288,9 @@ def check_prompt_text(prompt: str) -> None:
 
 def check_json_target(path: str | None) -> None:
     """Refuse a --json path that cannot be written before the decode, not after it."""
-    if path is None or path == "-":
-        return
-    target = Path(path)
-    folder = target.parent
-    if target.is_dir():
-        raise ConfigError("json", f"--json: {path} is a folder; give a file name")
-    if not folder.is_dir():
-        raise ConfigError("json", f"--json: cannot write {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ConfigError("json", f"--json: cannot write {path}: permission denied")
+    check_target(path, "--json")
+
+
 def load_progress():
     """The progress callback for load_model on a terminal: only the slow first load (de-quantising,
     caching) and a damaged cache, with why it is rebuilt, are worth lines there (on stderr)."""
@@ -467,6 +461,8 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         return lens_main(args)
     if args.command == "answers":
         return answers_main(args, read_prompt_file, check_prompt_text, _load_for_answers)
+    if args.command == "lesson":
+        return lesson_main(args)
     try:
         trace = _run(args, _checked_config(args))
     except DecodeScopeError as exc:

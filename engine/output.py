@@ -12,8 +12,9 @@ import stat
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from .errors import DecodeScopeError
+from .errors import ConfigError, DecodeScopeError
 from .safe_text import clean_text, printable
 
 PIPE_WAIT_S = 30.0          # how long a named pipe may go without a reader, or without reading, before we give up
@@ -25,6 +26,20 @@ def say_error(exc: BaseException) -> int:
         sys.stderr.write(f"error: {printable(exc)}\n")
         sys.stderr.flush()
     return 2
+
+
+def check_target(path: str | None, flag: str) -> None:
+    """Refuse a path given to `flag` (--json, --out) that cannot be written, before the work and not after it."""
+    if path is None or path == "-":
+        return
+    target, field = Path(path), flag.strip("-")
+    folder = target.parent
+    if target.is_dir():
+        raise ConfigError(field, f"{flag}: {path} is a folder; give a file name")
+    if not folder.is_dir():
+        raise ConfigError(field, f"{flag}: cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigError(field, f"{flag}: cannot write {path}: permission denied")
 
 
 def write_stdout(text: str) -> None:

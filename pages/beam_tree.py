@@ -210,6 +210,6 @@ def tree_panel():
     fig = _tree_chart(S["beam_upto"], live_lp, slot)
     _hypotheses(live_lp)
     st.divider()
-    export_bar(trace, fig, "beam-tree", key="beam_export")
+    export_bar(trace, fig, "beam-tree", key="beam_export", lesson=True)
 
 tree_panel()

@@ -138,7 +138,7 @@ stopped_note("sd_spec")
 st.markdown(t("spec.summary", text=one_line(trace.best.text), alpha=f"{acc.alpha:.3f}", kept=acc.kept,
               checked=acc.checked, per_round=f"{acc.tokens_per_round:.2f}", draft=for_markdown(trace.config.draft),
               verify=t("spec.verify_" + trace.config.verify)))
-export_bar(trace, strip, "speculative", "sd_export")
+export_bar(trace, strip, "speculative", "sd_export", lesson=True)
 
 # ---- one position: p against q, the residual, u against p/q -------------------------------------------------
 st.subheader(t("spec.position_header"))

@@ -312,7 +312,7 @@ def _panels(trace, fig) -> None:
     render_escape(trace, key="sbs_escape", can_decode=recorded is None, on_decode=_decode_with, lm=stepper.lm)
 
     st.divider()
-    export_bar(trace, fig, "step-by-step", key="sbs_export")
+    export_bar(trace, fig, "step-by-step", key="sbs_export", lesson=True)
 
 
 @st.fragment(run_every=PLAY_TIMER_SECONDS if playing else None)

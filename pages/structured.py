@@ -192,7 +192,7 @@ st.caption(t("structured.table_caption"))
 
 # ---- the token boundary (it needs the model's tokenizer) -----------------------------------------------------
 if lm is None:
-    export_bar(trace, strip, "structured", key="so_export")
+    export_bar(trace, strip, "structured", key="so_export", lesson=True)
     st.stop()
 ids = [i for i in trace.best.token_ids if i not in lm.eos_token_ids]
 own = lm.tokenizer.encode(lm.tokenizer.decode(ids, skip_special_tokens=True), add_special_tokens=False)
@@ -204,4 +204,4 @@ else:
                   grammar=for_markdown(visible(lm.token_texts[ids[split]])) if split < len(ids) else "∅",
                   own=for_markdown(visible(lm.token_texts[own[split]])) if split < len(own) else "∅"))
 
-export_bar(trace, strip, "structured", key="so_export")     # the trace keeps every step's mask, read back whole
+export_bar(trace, strip, "structured", key="so_export", lesson=True)   # the trace keeps every mask, read back whole

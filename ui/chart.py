@@ -17,9 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import shutil
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -27,38 +25,25 @@ import plotly
 import streamlit as st
 from plotly.io.json import to_json_plotly
 
+from engine.lesson.bundle import (FULL_BUNDLE, PARTIAL_FOLDER, PARTIAL_SHA256, bundle_name, choose_bundle,
+                                  plotly_js_version)
+
 STATIC = Path(__file__).resolve().parent.parent / "static"
-FULL_BUNDLE = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-# the 2-D build that setup fetches into the virtual environment (Makefile: PARTIAL_PLOTLY), by plotly.js version
-PARTIAL_FOLDER = Path(sys.prefix) / "share" / "decodescope"
-PARTIAL_SHA256 = {"4.1.1": "79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a"}
 DEFAULT_HEIGHT = 450                                     # px, what Streamlit gives a figure with no height
-
-
-def plotly_js_version(bundle: Path) -> str:
-    """The plotly.js version a bundle names in its first comment ('plotly.js v4.1.1'), else ''."""
-    with bundle.open("rb") as f:
-        found = re.search(rb"plotly\.js[^\n]*? v(\d+\.\d+\.\d+)", f.read(300))
-    return found.group(1).decode() if found else ""
 
 
 @functools.cache
 def plotly_source() -> Path:
     """The bundle to serve: the 2-D build of the wheel's own plotly.js version when it is on disk and whole
-    (its SHA-256 as pinned), else the wheel's full bundle."""
-    version = plotly_js_version(FULL_BUNDLE)
-    partial = PARTIAL_FOLDER / f"plotly-cartesian-{version}.min.js"
-    if version in PARTIAL_SHA256 and partial.is_file() and partial.stat().st_size < 8 * 2**20:
-        if hashlib.sha256(partial.read_bytes()).hexdigest() == PARTIAL_SHA256[version]:
-            return partial
-    return FULL_BUNDLE
+    (its SHA-256 as pinned), else the wheel's full bundle (engine.lesson.bundle, which the lesson file shares)."""
+    return choose_bundle(FULL_BUNDLE, PARTIAL_FOLDER, PARTIAL_SHA256)
 
 
 def plotly_file() -> str:
     """The name the bundle is served under: a new plotly.js version or build is a new name (no stale copy)."""
     source = plotly_source()
-    build = "cartesian" if source != FULL_BUNDLE else "full"
-    return f"plotly-{build}-{plotly_js_version(source) or plotly.__version__}.min.js"
+    name = bundle_name(source, FULL_BUNDLE)
+    return name if plotly_js_version(source) else name.replace("unknown", plotly.__version__)
 
 
 @functools.cache

@@ -1,4 +1,5 @@
-"""Share and export on every page: the trace as JSON (down and up), the figure as standalone HTML."""
+"""Share and export on every page: the trace as JSON (down and up), the figure as standalone HTML, the run as a
+lesson file."""
 from __future__ import annotations
 
 import re
@@ -6,8 +7,10 @@ import re
 import streamlit as st
 
 from engine import Trace, TraceFormatError
+from engine.lesson import lesson_html
+from engine.lesson.notes import MAX_NOTE, MAX_TITLE
 from figures.labels import for_markdown
-from ui.i18n import t
+from ui.i18n import language, t
 
 
 def _slug(text: str) -> str:
@@ -23,16 +26,68 @@ def figure_html(fig) -> str:
     return fig.to_html(include_plotlyjs=True, full_html=True)
 
 
-def export_bar(trace: Trace | None, fig, page: str, key: str) -> None:
-    """Download buttons for the trace JSON and the current figure. The HTML is built only on click."""
-    cols = st.columns(2)
+def lesson_file_name(trace: Trace, page: str) -> str:
+    return f"decodescope-lesson-{page}-{trace.config.strategy}-{_slug(trace.prompt)}.html"
+
+
+NOTE_LINE = re.compile(r"^\s*(\d{1,6})\s*[:：]\s*(.*?)\s*$")     # "3: note" (or "3：" typed in Chinese)
+NOTES_CHARS = 50_000
+
+
+def lesson_notes(text: str, steps: int) -> tuple:
+    """A teacher's notes typed one a line, "step: note", as ({"<step>": note}, None); or ({}, the first line that
+    is not such a note, in one sentence). Two lines for one step join."""
+    notes: dict = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        found = NOTE_LINE.match(line)
+        if found is None:
+            return {}, t("export.lesson_note_line", line=number)
+        step, note = int(found.group(1)), found.group(2)
+        if not 1 <= step <= steps:
+            return {}, t("export.lesson_note_step", line=number, step=step, n=steps)
+        if len(note) > MAX_NOTE:
+            return {}, t("export.lesson_note_long", line=number, limit=MAX_NOTE)
+        notes[str(step)] = f"{notes[str(step)]}\n{note}" if str(step) in notes else note
+    return notes, None
+
+
+def lesson_button(trace: Trace, page: str, key: str) -> None:
+    """Download lesson, and beside it the teacher's title and notes for the file. The notes are read before the
+    button (a widget's value is in session state when the run starts), so the file holds what is typed; notes
+    that are not "step: note" lines keep the button off and say which line."""
+    title_key, notes_key = f"{key}_lesson_title", f"{key}_lesson_notes"
+    title = st.session_state.get(title_key, "").strip()
+    notes, problem = lesson_notes(st.session_state.get(notes_key, ""), len(trace.steps))
+    lang = language()            # read in the run: the file is built later, when the button is clicked
+    st.download_button(t("export.download_lesson"),
+                       data=lambda: lesson_html(trace, lang=lang, title=title, notes=notes),
+                       file_name=lesson_file_name(trace, page), mime="text/html", key=f"{key}_lesson_html",
+                       icon="🎓", on_click="ignore", help=t("export.download_lesson_help"),
+                       disabled=problem is not None)
+    with st.popover(t("export.lesson_words"), icon="✏️"):
+        st.text_input(t("export.lesson_title"), key=title_key, max_chars=MAX_TITLE)
+        st.text_area(t("export.lesson_notes"), key=notes_key, max_chars=NOTES_CHARS,
+                     help=t("export.lesson_notes_help"), placeholder="1: …\n5: …")
+    if problem is not None:
+        st.error(problem)
+
+
+def export_bar(trace: Trace | None, fig, page: str, key: str, lesson: bool = False) -> None:
+    """Download buttons for the trace JSON, the current figure and, with `lesson`, the run as a lesson file
+    (engine.lesson: one HTML page that steps through it offline). The HTML is built only on click."""
+    cols = st.columns(3 if lesson else 2)
     if trace is not None:
         cols[0].download_button(t("export.download_trace"), data=lambda: trace.to_json(indent=1),
                                 file_name=trace_file_name(trace, page), mime="application/json",
                                 key=f"{key}_trace_json", icon="💾", on_click="ignore",
                                 help=t("export.download_trace_help"))
+    if trace is not None and lesson:
+        with cols[1]:
+            lesson_button(trace, page, key)
     if fig is not None:
-        cols[1].download_button(t("export.download_figure"), data=lambda: figure_html(fig),
+        cols[-1].download_button(t("export.download_figure"), data=lambda: figure_html(fig),
                                 file_name=f"decodescope-{page}.html", mime="text/html",
                                 key=f"{key}_figure_html", icon="📊", on_click="ignore",
                                 help=t("export.download_figure_help"))

@@ -5,6 +5,7 @@ Expected values come from the engine run in this test process on the same bundle
 """
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import urlencode
 
@@ -204,6 +205,13 @@ def test_a_json_download_and_its_upload(page, server, browser, tmp_path):
     trace = Trace.from_json(path.read_bytes())
     assert trace.prompt == "Water boils at"
     assert [visible(s.chosen_texts[0]) for s in trace.steps] == [t for _, t in shown]
+    # beside it, the same run as a lesson file (built on the click): its data holds the trace's steps
+    with page.expect_download() as info:
+        page.locator(".st-key-sbs_export_lesson_html button").first.click()
+    lesson = info.value.path().read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="lesson-data">(.*?)</script>', lesson, re.S).group(1))
+    assert info.value.suggested_filename.endswith(".html") and data["lang"] == "en"
+    assert [s["chosen_text"] for s in data["view"]["steps"]] == [s.chosen_texts[0] for s in trace.steps]
 
     other = new_context(browser, server)
     try:

@@ -56,6 +56,20 @@ def test_a_local_decode_still_offers_the_logit_lens(tiny_llama_folder):
     _, folder = tiny_llama_folder
     at = app("step_by_step", state={"model": folder})
     assert texts("pipeline")["lens_title"] in [e.proto.label for e in at.expander]
+    # beside the trace's download, the run as a lesson file (built only when clicked)
+    labels = [e.proto.label for e in at.get("download_button")]
+    assert labels.index(texts("export")["download_lesson"]) == labels.index(texts("export")["download_trace"]) + 1
+    # the teacher's notes, one "step: note" a line; a step the run lacks is named, and the file waits for a fix
+    lesson = next(e for e in at.get("download_button") if e.proto.label == texts("export")["download_lesson"])
+    assert not lesson.proto.disabled
+    at.text_area(key="sbs_export_lesson_notes").input("1: look here\n9: past the end").run()
+    lesson = next(e for e in at.get("download_button") if e.proto.label == texts("export")["download_lesson"])
+    assert lesson.proto.disabled
+    named = texts("export")["lesson_note_step"].format(line=2, step=9, n=0).split("(")[0]
+    assert len(at.error) == 1 and at.error[0].value.startswith(named)
+    at.text_area(key="sbs_export_lesson_notes").input("1: look here\n1：再看一眼").run()     # a Chinese colon too
+    lesson = next(e for e in at.get("download_button") if e.proto.label == texts("export")["download_lesson"])
+    assert not lesson.proto.disabled and not at.error
 
 
 # ---- a sample trace on Beam tree -----------------------------------------------------------------
