@@ -125,7 +125,7 @@ const draw = (gd, parentElement, figure, id) => {
 // On a narrow plot (a phone) the labels of an axis that names every column (tickmode "array": a candidate per
 // bar) are drawn over each other into one block: keep every k-th, the smallest k whose labels stand clear of each
 // other, measured on the labels drawn (one layout read for all). A wider plot, or a new figure, gets them all back.
-const NARROW = 700;
+const NARROW = 480;                              // a phone's plot; a laptop's (600 px and up) keeps every label
 const clear = (a, b) => a.right <= b.left + 1 || b.right <= a.left + 1 || a.bottom <= b.top + 1
   || b.bottom <= a.top + 1;
 const namedAxis = (gd) => {

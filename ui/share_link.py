@@ -41,8 +41,10 @@ def copy_link_control() -> None:
     """A "copy link" box in the sidebar: the code block has Streamlit's copy button."""
     # opening it runs the page again: the link is built then, with what a part of the page changed on its own
     # (Step by step's Next moves the step without running the sidebar)
-    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch", key="copy_link", on_change="rerun"):
-        st.caption(t("common.copy_link_help"))
+    # what the link holds is the button's help: the box holds the link alone, so that it opens whole under the
+    # sidebar's page list on a 1280x720 screen
+    with st.sidebar.popover(t("common.copy_link"), icon="🔗", width="stretch", key="copy_link", on_change="rerun",
+                            help=t("common.copy_link_help")):
         prompt = st.session_state.get("prompt") or ""
         if url_bytes(prompt) > URL_PROMPT_LIMIT:
             st.warning(t("common.copy_link_no_prompt", n=f"{url_bytes(prompt):,}", limit=f"{URL_PROMPT_LIMIT:,}"))
