@@ -151,8 +151,8 @@ def test_a_ready_example_reached_from_a_shorter_page_by_the_menu_gets_its_tokens
     assert at.session_state["so_last"].config.max_new_tokens == NEEDS["json_schema"]["city"]
 
 
-def each_example_finishes(lm, prompt: str) -> None:
-    """Each ready example, decoded greedily and by sampling on `prompt` with the tokens NEEDS gives it, ends where
+def each_example_finishes(lm, prompt: str, strategies=("greedy", "sample")) -> None:
+    """Each ready example, decoded by each of `strategies` on `prompt` with the tokens NEEDS gives it, ends where
     its grammar can end."""
     from engine import DecodeConfig, decode
     from engine.grammar import stop_reason
@@ -160,7 +160,7 @@ def each_example_finishes(lm, prompt: str) -> None:
 
     for kind, examples in EXAMPLES.items():
         for name, grammar in examples.items():
-            for strategy in ("greedy", "sample"):
+            for strategy in strategies:
                 config = DecodeConfig(strategy=strategy, max_new_tokens=NEEDS[kind][name], grammar_kind=kind,
                                       grammar=grammar, seed=0)
                 trace = decode(lm, prompt, config)
@@ -173,4 +173,5 @@ def test_every_ready_example_finishes_within_its_tokens_on_the_bundled_model(bun
 
 
 def test_every_ready_example_finishes_within_its_tokens_on_gemma_in_chinese(gemma):
-    each_example_finishes(gemma, "中国的首都是")
+    """Greedy, as the page opens (sampling is checked on SmolLM2; on Gemma it doubled the test's minute)."""
+    each_example_finishes(gemma, "中国的首都是", strategies=("greedy",))
