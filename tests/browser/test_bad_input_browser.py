@@ -250,7 +250,9 @@ def test_token_texts_that_look_like_markup_show_literally_in_compare(watched, se
     lane.wait_for(state="attached")
     texts = [t for _, t in shown_tokens(page, ".st-key-cmp_lane_uploaded")]
     assert texts == [visible(s.chosen_texts[0]) for s in bad.steps]
-    # the chart shows token texts only in its hovers: hover each point of the uploaded lane
+    # the chart shows token texts only in its hovers: hover each point of the uploaded lane, once the page has
+    # stopped running (a chart redrawn under the pointer drops its hover)
+    wait_idle(page)
     points = page.locator(".st-key-cmp_chart .scatterlayer .trace").last.locator(".point")
     hovers = []
     for i in range(points.count()):
