@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import math
 
-from ..errors import TraceFormatError, shortened
-from ..trace.reader import (_each, _field, _int, _name, _num, _str, check_size, check_structure, reason,
-                            reject_constant)
+from ..errors import TraceFormatError
+from ..trace.reader import _each, _field, _int, _name, _num, _str, read_json, reason
 from .distribution import Distribution
 from .landed import Landing
 from .run import AnswersRun
@@ -55,19 +54,7 @@ def to_json(run: AnswersRun) -> str:
 
 def from_json(text) -> AnswersRun:
     """Read a file: size, nesting, JSON, then every field; TraceFormatError names the first problem."""
-    if isinstance(text, bytes | bytearray):
-        check_size(len(text))
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise TraceFormatError("the file is not UTF-8 text; expected a DecodeScope answers file") from None
-    else:
-        check_size(len(text.encode("utf-8", "surrogatepass")))
-    check_structure(text)
-    try:
-        data = json.loads(text, parse_constant=reject_constant)
-    except ValueError as exc:
-        raise TraceFormatError(f"the file is not valid JSON ({shortened(str(exc), 120)})") from None
+    data = read_json(text, "the file", "a DecodeScope answers file")
     if not isinstance(data, dict) or data.get("schema") != FORMAT:
         raise TraceFormatError(f"not a DecodeScope answers file: its 'schema' field is not '{FORMAT}'")
     try:

@@ -4,11 +4,12 @@ The checks of what the values mean together (ids in the vocabulary, parents in t
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 
 from ..config import DecodeConfig
-from ..errors import ConfigError, TraceFormatError, quoted
+from ..errors import ConfigError, TraceFormatError, quoted, shortened
 from .records import (Candidate, DraftCheck, FeedBack, GrammarStep, KVStep, Neighbour, Node, PairProb, Round,
                       Sequence, Stage, StageToken, Step)
 
@@ -60,6 +61,35 @@ def check_structure(text: str) -> None:
 
 def reject_constant(name):
     raise ValueError(f"{name} is not allowed in a trace")
+
+
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def read_json(text: str | bytes, what: str = "trace", expected: str = "a DecodeScope JSON trace"):
+    """The JSON value of a file (a trace, a saved answers run), read within the limits on one file: its size,
+    UTF-8, nesting and containers before parsing, no NaN or Infinity, no lone surrogate anywhere. Raises
+    TraceFormatError with one sentence; `what` names the file in it."""
+    if isinstance(text, bytes | bytearray):
+        check_size(len(text))
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TraceFormatError(f"{what} is not UTF-8 text; expected {expected}") from None
+    else:
+        check_size(len(text.encode("utf-8", "surrogatepass")))
+    check_structure(text)
+    try:
+        data = json.loads(text, parse_constant=reject_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise TraceFormatError(f"{what} is not valid JSON ({shortened(str(exc), 120)})") from None
+    if SURROGATE_ESCAPE.search(text):      # a \ud800 escape anywhere, even in a field nobody reads
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise TraceFormatError(f"{what} holds an unpaired surrogate (a \\ud800-style escape that is not "
+                                   "half of a character); it is not text DecodeScope can show") from None
+    return data
 
 
 def finite(value):

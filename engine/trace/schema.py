@@ -9,17 +9,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from dataclasses import dataclass, field
 
 from ..config import DecodeConfig
 from ..errors import ConfigError, TraceFormatError, shortened
 from .check import check
-from .reader import check_size, check_structure, finite, reason, reject_constant, trace_fields
+from .reader import finite, read_json, reason, trace_fields
 from .records import Sequence
 
 SCHEMA = "decodescope.trace/1"
-SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 @dataclass(frozen=True)
@@ -86,26 +84,7 @@ class Trace:
 
         Raises TraceFormatError with one sentence naming the first problem. The size, nesting
         and container limits bound the memory and time one file can cost."""
-        if isinstance(text, bytes | bytearray):
-            check_size(len(text))
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TraceFormatError("trace is not UTF-8 text; expected a DecodeScope JSON trace") from None
-        else:
-            check_size(len(text.encode("utf-8", "surrogatepass")))
-        check_structure(text)
-        try:
-            data = json.loads(text, parse_constant=reject_constant)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise TraceFormatError(f"trace is not valid JSON ({shortened(str(exc), 120)})") from None
-        if SURROGATE_ESCAPE.search(text):      # a \ud800 escape anywhere, even in a field nobody reads
-            try:
-                json.dumps(data, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError:
-                raise TraceFormatError("trace holds an unpaired surrogate (a \\ud800-style escape that is not "
-                                       "half of a character); it is not text DecodeScope can show") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json(text))
 
     @classmethod
     def from_dict(cls, data) -> "Trace":
