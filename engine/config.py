@@ -26,7 +26,19 @@ GRAMMAR_KINDS = ("json_schema", "regex", "choices", "lark")
 GRAMMAR_STRATEGIES = ("greedy", "sample", "beam")   # one token per step: the grammar's matcher can follow it
 MAX_GRAMMAR_BYTES = 32_000                          # a bigger schema takes seconds to compile, per request
 MAX_CHOICES = 256
-SAMPLER_ORDERS = ("transformers", "llama.cpp")      # temperature first, or truncation first and temperature last
+SAMPLER_ORDERS = ("transformers", "llama.cpp", "vllm")   # each engine's default chain, with its rules for each name
+# llama.cpp's sampler names, as its `--samplers` list writes them (a custom order, separated by ';')
+LLAMA_CPP_SAMPLERS = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+# the settings only some engines have: a config that sets one in another engine's order is refused, naming it
+ENGINE_ONLY = {
+    "typical_p": ("transformers", "llama.cpp"), "epsilon_cutoff": ("transformers",), "eta_cutoff": ("transformers",),
+    "top_h": ("transformers",), "no_repeat_ngram_size": ("transformers",),
+    "presence_penalty": ("llama.cpp", "vllm"), "frequency_penalty": ("llama.cpp", "vllm"),
+    "dry_multiplier": ("llama.cpp",), "top_n_sigma": ("llama.cpp",), "xtc_probability": ("llama.cpp",),
+    "dynatemp_range": ("llama.cpp",), "mirostat": ("llama.cpp",), "samplers": ("llama.cpp",),
+}
+DRY_BREAKERS = '["\\n", ":", "\\"", "*"]'       # llama.cpp's default DRY sequence breakers, as a JSON list
+MAX_PENALTY_WINDOW = 1 << 20                      # penalty_last_n, dry_penalty_last_n: -1 = the whole context
 MAX_DRAFT_TOKENS = 16
 DRAFT_KINDS = ("early-exit", "prompt-lookup", "model")
 VERIFY_MODES = ("greedy", "sample")     # how speculative decoding's target checks a draft
@@ -67,6 +79,29 @@ class DecodeConfig:
     draft: str = ""                   # speculative: early-exit:L | prompt-lookup:N | model:NAME
     draft_tokens: int = 4             # speculative: tokens drafted per round (K, fixed)
     verify: str = "greedy"            # speculative: greedy (keep what the target would pick) | sample
+    # ---- the samplers only some engines have (ENGINE_ONLY says which); each default is off -------------------
+    typical_p: float = 1.0            # locally typical sampling: keep tokens whose surprise is near the entropy
+    epsilon_cutoff: float = 0.0       # ε-sampling: drop tokens below ε (transformers)
+    eta_cutoff: float = 0.0           # η-sampling: drop tokens below min(η, sqrt(η)·exp(-H)) (transformers)
+    top_h: float = 0.0                # top-h: the smallest set whose entropy stays within top_h · H (transformers)
+    no_repeat_ngram_size: int = 0     # forbid a token that would repeat an n-gram of the context (transformers)
+    presence_penalty: float = 0.0     # logit -= presence when the token occurred (llama.cpp's window, vLLM's output)
+    frequency_penalty: float = 0.0    # logit -= frequency · count
+    penalty_last_n: int = 64          # llama.cpp: the penalties see the last n tokens; -1 = all, 0 = none
+    dry_multiplier: float = 0.0       # DRY (llama.cpp): penalise the token that extends a repeated run; 0 = off
+    dry_base: float = 1.75            # penalty = multiplier · base ** (run length - allowed length)
+    dry_allowed_length: int = 2       # runs this long are not penalised
+    dry_penalty_last_n: int = -1      # tokens DRY looks back over; -1 = the whole context
+    dry_sequence_breakers: str = DRY_BREAKERS   # a JSON list of strings a repeated run may not cross
+    top_n_sigma: float = 0.0          # top-nσ (llama.cpp): keep logits within n standard deviations of the top
+    xtc_probability: float = 0.0      # XTC (llama.cpp): the chance, per step, that it removes the top choices
+    xtc_threshold: float = 0.1        # XTC removes every token at or above it but the least likely of them
+    dynatemp_range: float = 0.0       # dynamic temperature (llama.cpp): temperature ± range, by the entropy
+    dynatemp_exponent: float = 1.0
+    mirostat: int = 0                 # llama.cpp: 0 off, 1 or 2 (replaces the chain with temperature → mirostat)
+    mirostat_tau: float = 5.0         # target surprise, in bits
+    mirostat_eta: float = 0.1         # learning rate of μ
+    samplers: str = ""                # llama.cpp's --samplers list, e.g. "top_k;min_p;temperature"; "" = default
 
     def replace(self, **changes) -> "DecodeConfig":
         return dataclasses.replace(self, **changes)
@@ -79,11 +114,17 @@ class DecodeConfig:
         key = (self.strategy, self.chat, self.top_n, self.repetition_penalty, self.grammar_kind, self.grammar)
         if self.strategy == "speculative":
             key += (self.draft, self.draft_tokens, self.verify)
+        key += self.sampler_key()
         if self.warped:
             key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.sampler_order)
         if self.strategy == "gumbel":
             key += (self.tau, self.hard)
         return key
+
+    def sampler_key(self) -> tuple:
+        """The engine-specific sampler settings (the fields after `verify`), in field order."""
+        names = [f.name for f in dataclasses.fields(self)]
+        return tuple(getattr(self, name) for name in names[names.index("verify") + 1:])
 
     @property
     def warped(self) -> bool:
@@ -173,6 +214,7 @@ class DecodeConfig:
         if self.sampler_order not in SAMPLER_ORDERS:
             bad("sampler_order",
                 f"unknown order '{self.sampler_order[:40]}'; choose one of {', '.join(SAMPLER_ORDERS)}")
+        self._validate_samplers(bad)
         if self.grammar_kind or self.grammar:
             if self.grammar_kind not in GRAMMAR_KINDS:
                 bad("grammar_kind",
@@ -186,6 +228,61 @@ class DecodeConfig:
                                "token for it to follow")
         self._validate_draft(bad)
         return self
+
+    def _validate_samplers(self, bad) -> None:
+        """The engine-specific samplers: each in range, and each only in an order whose engine has it."""
+        for name in ("typical_p", "top_h"):
+            if not 0 <= getattr(self, name) <= 1:
+                bad(name, f"must be in [0, 1], got {getattr(self, name)}")
+        for name in ("epsilon_cutoff", "eta_cutoff"):
+            if not 0 <= getattr(self, name) < 1:
+                bad(name, f"must be in [0, 1), got {getattr(self, name)}")
+        if not 0 <= self.no_repeat_ngram_size <= 64:
+            bad("no_repeat_ngram_size", f"must be 0 (off) to 64 tokens, got {self.no_repeat_ngram_size}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if abs(getattr(self, name)) > 100:
+                bad(name, f"must be between -100 and 100, got {getattr(self, name):g}")
+        for name in ("penalty_last_n", "dry_penalty_last_n"):
+            if not -1 <= getattr(self, name) <= MAX_PENALTY_WINDOW:
+                bad(name, f"must be -1 (the whole context), 0 (off) or a number of tokens up to "
+                          f"{MAX_PENALTY_WINDOW:,}, got {getattr(self, name)}")
+        if not 0 <= self.dry_multiplier <= 100:
+            bad("dry_multiplier", f"must be between 0 (off) and 100, got {self.dry_multiplier:g}")
+        if not 1 <= self.dry_base <= 8:
+            bad("dry_base", f"must be between 1 and 8, got {self.dry_base:g}")
+        if not 0 <= self.dry_allowed_length <= 64:
+            bad("dry_allowed_length", f"must be between 0 and 64 tokens, got {self.dry_allowed_length}")
+        if not 0 <= self.top_n_sigma <= 100:
+            bad("top_n_sigma", f"must be 0 (off) or a positive number of standard deviations, got {self.top_n_sigma:g}")
+        if not 0 <= self.xtc_probability <= 1:
+            bad("xtc_probability", f"must be in [0, 1], got {self.xtc_probability}")
+        if not 0 <= self.xtc_threshold <= 1:
+            bad("xtc_threshold", f"must be in [0, 1], got {self.xtc_threshold}")
+        if not 0 <= self.dynatemp_range <= 100:
+            bad("dynatemp_range", f"must be between 0 (off) and 100, got {self.dynatemp_range:g}")
+        if not 0 < self.dynatemp_exponent <= 100:
+            bad("dynatemp_exponent", f"must be in (0, 100], got {self.dynatemp_exponent:g}")
+        if self.mirostat not in (0, 1, 2):
+            bad("mirostat", f"must be 0 (off), 1 or 2, got {self.mirostat}")
+        if not 0 < self.mirostat_tau <= 100:
+            bad("mirostat_tau", f"must be in (0, 100] bits, got {self.mirostat_tau:g}")
+        if not 0 < self.mirostat_eta <= 1:
+            bad("mirostat_eta", f"must be in (0, 1], got {self.mirostat_eta:g}")
+        breakers = dry_breakers(self.dry_sequence_breakers)
+        if breakers is None:
+            bad("dry_sequence_breakers", "must be a JSON list of at most 64 strings of 1 to 40 characters, got "
+                                         f"'{str(self.dry_sequence_breakers)[:40]}'")
+        if self.samplers:
+            names = [name.strip() for name in self.samplers.split(";")]
+            unknown = [name for name in names if name not in LLAMA_CPP_SAMPLERS]
+            if unknown or len(names) > 2 * len(LLAMA_CPP_SAMPLERS):
+                bad("samplers", f"'{(unknown or names)[0][:40]}' is not one of llama.cpp's samplers "
+                                f"({';'.join(LLAMA_CPP_SAMPLERS)})")
+        neutral = DecodeConfig()
+        for name, engines in ENGINE_ONLY.items():
+            if getattr(self, name) != getattr(neutral, name) and self.sampler_order not in engines:
+                bad(name, f"the {self.sampler_order} order has no such sampler; it is in "
+                          f"{' and '.join(engines)}: choose that order (--sampler-order)")
 
     def _validate_draft(self, bad) -> None:
         """The speculative settings: a draft only with the speculative strategy, and one that parses."""
@@ -202,6 +299,21 @@ class DecodeConfig:
                     "; use the strategy speculative (with verify greedy or sample)")
             return
         draft_spec(self.draft)
+
+
+def dry_breakers(text: str):
+    """DRY's sequence breakers from their JSON list, or None when the text is not a list of 1 to 64 short
+    strings (llama.cpp's server takes the same list)."""
+    import json
+    try:
+        value = json.loads(text) if len(str(text)) <= 4000 else None
+    except ValueError:
+        return None
+    if not isinstance(value, list) or len(value) > 64:
+        return None
+    if not all(isinstance(item, str) and 1 <= len(item) <= 40 for item in value):
+        return None
+    return value
 
 
 def check_model_name(name: str, field: str = "model") -> None:
