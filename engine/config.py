@@ -14,7 +14,10 @@ from .errors import ConfigError, quoted
 STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative")
 # the stages a distribution passes through, in transformers' order (the recorded stage view, the trace check
 # and the page's labels all read this)
-STAGE_NAMES = ("repetition_penalty", "grammar", "temperature", "top_k", "top_p", "min_p")
+# (llama.cpp's and vLLM's "penalties" stage applies repetition, frequency and presence together; dynamic temperature is
+# the temperature stage with a range; mirostat truncates and carries μ)
+STAGE_NAMES = ("repetition_penalty", "no_repeat_ngram", "penalties", "dry", "grammar", "temperature", "top_h",
+               "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc", "epsilon", "eta", "mirostat")
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024

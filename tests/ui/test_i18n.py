@@ -20,6 +20,7 @@ KEEP_LATIN = {
     "teacher", "forcing", "exposure", "bias", "scheduled", "sampling", "transformer", "e", "i", "n", "x",
     "language", "bos", "eos", "pad", "chatml", "safetensors", "gguf", "csv", "png", "svg", "pytorch", "torch",
     "argmax", "arg", "max", "tau", "q", "v", "cpu", "gpu", "ram", "api", "ok",
+    "dry", "xtc", "mirostat", "h",          # sampler names, the same in every language
 }
 
 
