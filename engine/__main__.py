@@ -22,6 +22,7 @@ from .errors import ConfigError, DecodeScopeError
 from .answers_cli import add_answers_arguments, answers_main
 from .lesson.cli import add_lesson_parser, lesson_main
 from .grammar_cli import add_grammar_arguments, format_grammar_table, grammar_settings
+from .sampler_cli import ORDER_WORDS, add_sampler_arguments, flagged, stage_label, state_text
 from .cli_input import MAX_PROMPT_FILE, check_argument_text, read_text_file
 from .output import check_target, say_error, write_file, write_stdout
 
@@ -118,11 +119,10 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                    help="under the table, list what happened: unlikely picks, the first loop, entropy events, "
                         "where the run leaves the greedy path (also stored in the --json trace)")
     p.add_argument("--stages", action="store_true",
-                   help="under each step, each sampler stage in transformers' order: tokens kept and its top-1 "
-                        "token's probability")
-    p.add_argument("--sampler-order", default=d.sampler_order, choices=("transformers", "llama.cpp"),
-                   help="the order of the sampler stages: transformers' (temperature, top-k, top-p, min-p) or "
-                        "llama.cpp's (top-k, top-p, min-p, temperature last)")
+                   help="under each step, each sampler stage in the chosen order (--sampler-order): tokens kept, "
+                        "its top-1 token's probability, tokens it cut and the mass they held, and the state a "
+                        "stateful stage carried (mirostat's mu, XTC's draw, DRY's run, the dynamic temperature)")
+    add_sampler_arguments(p)
     add_grammar_arguments(p)
     lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)",
                           formatter_class=_Help)
@@ -208,11 +208,6 @@ def _recorded_for(trace, step, node) -> list:
     return sorted(step.candidates, key=lambda c: c.rank)
 
 
-STAGE_LABELS = {"repetition_penalty": "penalty", "grammar": "grammar",
-                "temperature": "temperature", "top_k": "top-k", "top_p": "top-p",
-                "min_p": "min-p"}
-
-
 def format_stages_table(trace) -> str:
     """Like format_table, with one line per sampler stage under each step: kept tokens, top-1 and its probability."""
     if trace.model_facts.get("served"):
@@ -220,18 +215,21 @@ def format_stages_table(trace) -> str:
                                       "top-N per step only, so there are no stages to show)")
     if trace.config.strategy == "beam":        # no stages to list: the steps of the best hypothesis, and why
         return format_table(trace) + "\n" + _no_stages_note(trace.config)
-    order = "llama.cpp's" if trace.config.sampler_order == "llama.cpp" else "transformers'"
-    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages in {order} order: kept, top-1 p"]
+    order = ORDER_WORDS.get(trace.config.sampler_order, "transformers'")
+    lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages in {order} order: kept, cut (mass), top-1 p, [state]"]
     for step in trace.steps:
         prob = step.chosen.prob if step.chosen is not None else float("nan")
         lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
         top = step.candidates[0] if step.candidates else None
         vocab = trace.model_facts.get("vocab_size", "?")
         if top is not None:
-            lines.append(f"{'':>6}{'raw':<16} kept {vocab:>7}  {_show(top.text)} {top.prob:.4f}")
+            lines.append(f"{'':>6}{'raw':<16} kept {vocab:>7}  {'':<20}  {_show(top.text)} {top.prob:.4f}")
         for stage in step.stages:
-            label = f"{STAGE_LABELS.get(stage.name, stage.name)} {stage.value:g}"
-            lines.append(f"{'':>6}{label:<16} kept {stage.kept_count:>7}  {_show(stage.top_text)} {stage.top_prob:.4f}")
+            cut = f"cut {stage.cut_count} ({stage.removed_mass:.4f})" if stage.cut_count else ""
+            line = (f"{'':>6}{stage_label(stage):<16} kept {stage.kept_count:>7}  {cut:<20}  {_show(stage.top_text)} "
+                    f"{stage.top_prob:.4f}")
+            state = state_text(stage)
+            lines.append(line + (f"  [{state}]" if state else ""))
     if not any(step.stages for step in trace.steps):
         lines.append(_no_stages_note(trace.config))
     return "\n".join(lines)
@@ -395,7 +393,10 @@ def _checked_config(args) -> DecodeConfig:
     """The decode's settings from the command line, and the prompt read and checked: a ConfigError naming what
     is wrong before any model loads."""
     config = config_from_args(args).replace(**grammar_settings(args))
-    config.validate()
+    try:
+        config.validate()
+    except ConfigError as exc:           # a sampler setting's error names its flag, as typed
+        raise flagged(exc) from None
     check_json_target(args.json)
     if args.prompt_file is not None:
         args.prompt = read_prompt_file(args.prompt_file)

@@ -94,5 +94,5 @@ def test_the_cli_names_the_order(capsys, monkeypatch, tiny_llama_folder):
     assert "stages in llama.cpp's order" in out
     assert out.index("min-p 0.1") < out.index("temperature 1.5")
     code, _, err = run_cli(capsys, monkeypatch, main, ["decode", "--model", folder, "--prompt", "x",
-                                                       "--sampler-order", "vllm"])
+                                                       "--sampler-order", "sglang"])
     assert code == 2 and "invalid choice" in err
