@@ -67,13 +67,16 @@ def add_sampler_arguments(parser) -> None:
     for name, metavar, text in SAMPLER_FLAGS:
         default = getattr(d, name)
         kind = type(default)
-        engines = ENGINE_ONLY.get(name) or _group_engines(name)
+        engines = engines_of(name)
         text += f" [{', '.join(engines)}]" if engines else ""
         group.add_argument(FLAGS[name], type=kind, default=default, metavar=metavar, help=text)
 
 
-def _group_engines(name: str) -> tuple:
-    """The engines of a setting that belongs to another one's stage (dry_base to dry_multiplier's)."""
+def engines_of(name: str) -> tuple:
+    """The engines that have a sampler setting: ENGINE_ONLY's, or those of the stage it belongs to (dry_base is
+    DRY's, penalty_last_n is llama.cpp's penalty window); () for a setting every engine has."""
+    if name in ENGINE_ONLY:
+        return ENGINE_ONLY[name]
     for prefix, owner in (("dry_", "dry_multiplier"), ("xtc_", "xtc_probability"), ("dynatemp_", "dynatemp_range"),
                           ("mirostat_", "mirostat"), ("penalty_last_n", "presence_penalty")):
         if name.startswith(prefix):

@@ -68,7 +68,7 @@ elif served_selected():                   # the server decodes the whole run; th
     st.info(t("served.viewing", steps=len(recorded.steps), strategy=recorded.config.strategy))
     served_limits()
 else:
-    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"])
+    values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"], samplers=True)
     lm = get_lm(settings.model)
     if lm is None:
         st.stop()

@@ -52,13 +52,52 @@ def _no_stages_reason(config, uploaded: bool) -> str:
     return t("pipeline.stages_none_old") if uploaded and shaping else t("pipeline.stages_none_settings")
 
 
+def state_words(stage) -> str:
+    """The state a stateful stage carried at this step, in the reader's language ('' for a stage without one):
+    mirostat's μ before and after, XTC's draw and whether it fired, DRY's matched run and the tokens it
+    penalised, the temperature dynamic temperature chose, the penalties' window. A key this page does not know
+    (a newer trace) is shown as it is."""
+    state = getattr(stage, "state", None) or {}
+    if not isinstance(state, dict):
+        return ""
+    parts, rest = [], dict(state)
+    if "mu" in rest and "mu_next" in rest:
+        parts.append(t("pipeline.state_mu", mu=_number(rest.pop("mu")), mu_next=_number(rest.pop("mu_next"))))
+    if "draw" in rest:
+        fired = rest.pop("fired", None)
+        draw = _number(rest.pop("draw"))
+        parts.append(t("pipeline.state_draw_fired" if fired else "pipeline.state_draw_held", draw=draw))
+    if "run" in rest:
+        parts.append(t("pipeline.state_run", n=_number(rest.pop("run"))))
+    if "penalised" in rest:
+        tokens = rest.pop("penalised")
+        tokens = tokens if isinstance(tokens, (list, tuple)) else [tokens]
+        if tokens:
+            shown = "  ".join(visible(str(x)) for x in list(tokens)[:CUT_LISTED])
+            parts.append(t("pipeline.state_penalised", tokens=shown))
+    if "temperature" in rest:
+        parts.append(t("pipeline.state_temperature", value=_number(rest.pop("temperature"))))
+    if "window" in rest:
+        parts.append(t("pipeline.state_window", n=_number(rest.pop("window"))))
+    parts += [f"{visible(str(name))[:40]} {visible(str(_number(value)))[:40]}" for name, value in rest.items()]
+    return t("pipeline.state_join").join(parts)
+
+
+def _number(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+
 def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False, inputs=None,
                   token_texts=None) -> None:
-    """The current step, stage by stage, in transformers' order (a served model's step has none).
-    inputs: a function giving (context [1, n], raw logits [V]) of the step, when the model is at hand (its
-    token_texts with it): then the same settings are shown in llama.cpp's order beside it."""
+    """The current step, stage by stage, in the chosen order (a served model's step has none), each with what it
+    cut, the mass it removed and a stateful stage's state. inputs: a function giving (context [1, n], raw
+    logits [V]) of the step, when the model is at hand (its token_texts with it): then the same settings are
+    shown in every engine's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
-        st.caption(t("pipeline.stages_order"))
+        order = getattr(config, "sampler_order", "transformers")
+        st.caption(t("pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"))
         if served:
             st.info(t("served.cannot"))
             return
@@ -72,7 +111,8 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
                  t("pipeline.col_cut"): stage.cut_count,
                  t("pipeline.col_mass"): round(stage.removed_mass, 4),
                  t("pipeline.col_top"): f"{visible(stage.top_text)} ({stage.top_prob:.3f})",
-                 t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED])}
+                 t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED]),
+                 t("pipeline.col_state"): state_words(stage)}
                 for stage in step.stages]
         st.dataframe(rows, hide_index=True, width="stretch")
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
@@ -80,9 +120,10 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
 
 
 def render_orders(step, config, key: str, inputs, token_texts) -> None:
-    """The same settings in both engines' orders: the kept sets side by side when they differ, and the token
-    that one order keeps and the other drops (what users of one engine call 'sampled despite min-p')."""
-    st.markdown(t("pipeline.orders_header"))
+    """The same settings in every engine's order: the settings an order lacks and left out, each order's stages
+    when their kept sets differ, and each token that one order keeps and another drops (what users of one
+    engine call 'sampled despite min-p')."""
+    st.markdown(t("pipeline.orders_header_all"))
     ids = [c.token_id for c in step.candidates]
     try:
         identity = (step.index, tuple(c.token_id for c in step.candidates), step.chosen_ids[0], config.steps_key())
@@ -90,25 +131,64 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     except DecodeScopeError as exc:
         st.info(str(exc))
         return
-    lm_texts = token_texts
-    chains = {order: chain_in_order(lm_texts, config, context, logits, ids, order) for order in ORDERS}
-    a, b = chains["transformers"], chains["llama.cpp"]
-    if bool((a.kept == b.kept).all()):
-        st.caption(t("pipeline.orders_same", n=f"{int(a.kept.sum()):,}"))
+    chains = {order: chain_in_order(token_texts, config, context, logits, ids, order) for order in ORDERS}
+    names = {order: t(f"pipeline.order_{_slug(order)}") for order in ORDERS}
+    for order, chain in chains.items():
+        skipped = list(getattr(chain, "skipped", None) or [])
+        if skipped:
+            st.caption(t("pipeline.orders_skipped", order=names[order],
+                         settings=t("pipeline.state_join").join(_setting_name(name) for name in skipped)))
+    first = next(iter(chains.values()))
+    if all(bool((chain.kept == first.kept).all()) for chain in chains.values()):
+        st.caption(t("pipeline.orders_same_all", n=f"{int(first.kept.sum()):,}"))
         return
     words = {**stage_words(), **_words("stages_fig_", ("y", "kept", "title", "chosen"))}
-    for column, chain in zip(st.columns(2), (a, b)):
+    tabs = st.tabs([t("pipeline.orders_tab", order=names[o], n=f"{int(c.kept.sum()):,}") for o, c in chains.items()])
+    for tab, chain in zip(tabs, chains.values()):
         shown = dataclasses.replace(step, stages=chain.stages)
         fig = stages_figure(shown, texts={**words, "x": t(f"pipeline.orders_x_{_slug(chain.order)}")})
-        show_figure(sized(fig), key=f"{key}_order_{_slug(chain.order)}", where=column)
-        column.caption(t("pipeline.orders_kept", order=t(f"pipeline.order_{_slug(chain.order)}"),
-                         n=f"{int(chain.kept.sum()):,}"))
-    token = disputed(logits, a.kept, b.kept)[0]
-    keeps, drops = (a, b) if bool(a.kept[token]) else (b, a)
-    p = float(torch.softmax(logits, -1)[token])
-    st.warning(t("pipeline.orders_case", token=for_markdown(visible(lm_texts[token])), p=f"{p:.4f}",
-                 keeps=t(f"pipeline.order_{_slug(keeps.order)}"), drops=t(f"pipeline.order_{_slug(drops.order)}"),
-                 stage=t(f"pipeline.stage_{drops.dropped_by(token)}").format(value="").strip()), icon="🔀")
+        show_figure(sized(fig), key=f"{key}_order_{_slug(chain.order)}", where=tab)
+        tab.caption(t("pipeline.orders_kept", order=names[chain.order], n=f"{int(chain.kept.sum()):,}"))
+    probs = torch.softmax(logits, -1)
+    for token in _disputed_tokens(logits, list(chains.values())):
+        keeps = [c for c in chains.values() if bool(c.kept[token])]
+        drops = [c for c in chains.values() if not bool(c.kept[token])]
+        values = dict(token=for_markdown(visible(token_texts[token])), p=f"{float(probs[token]):.4f}",
+                      keeps=t("pipeline.orders_and").join(names[c.order] for c in keeps))
+        if len(drops) == 1:
+            text = t("pipeline.orders_case", drops=names[drops[0].order], stage=_stage_word(drops[0], token),
+                     **values)
+        else:
+            text = t("pipeline.orders_case_many", drops=t("pipeline.state_join").join(
+                t("pipeline.orders_drop_at", order=names[c.order], stage=_stage_word(c, token)) for c in drops),
+                **values)
+        st.warning(text, icon="🔀")
+
+
+ORDER_CASES = 3        # tokens named at most, one per pair of orders that disagree
+
+
+def _disputed_tokens(logits, chains: list) -> list:
+    """The most likely token of each pair of orders whose kept sets differ, without repeats, at most ORDER_CASES."""
+    tokens = []
+    for i, a in enumerate(chains):
+        for b in chains[i + 1:]:
+            differ = disputed(logits, a.kept, b.kept)
+            if differ and differ[0] not in tokens:
+                tokens.append(differ[0])
+    return tokens[:ORDER_CASES]
+
+
+def _stage_word(chain, token: int) -> str:
+    name = chain.dropped_by(token) or ""
+    return t(f"pipeline.stage_{name}").format(value="").strip() if name in STAGE_NAMES else visible(name)
+
+
+def _setting_name(name: str) -> str:
+    """A setting an order left out, by its label on the page (its field name if the page has none)."""
+    key = f"samplers.{name}"
+    text = t(key)
+    return text if text != key else visible(str(name))[:40]
 
 
 def step_inputs(stepper):

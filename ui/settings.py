@@ -19,8 +19,8 @@ from urllib.parse import quote_plus
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
-from engine.config import (DRAFT_KINDS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, STRATEGIES,
-                           VERIFY_MODES)
+from engine.config import (DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS,
+                           MAX_NEW_TOKENS, SAMPLER_ORDERS, STRATEGIES, VERIFY_MODES)
 from engine.model import DTYPES
 
 QUOTE_CHARS = 40        # a refused value is quoted by at most this many characters
@@ -68,6 +68,31 @@ TABLE: dict[str, Setting] = {
     "tau": Setting(1.0, 0.05, 3.0),
     "top_n": Setting(20, 5, 50),
     "step": Setting(1, 1, MAX_NEW_TOKENS),
+    # the order of the chain, and the samplers only some engines have (Step by step's advanced samplers);
+    # ranges are those people use, inside what DecodeConfig.validate allows
+    "sampler_order": Setting("transformers", choices=SAMPLER_ORDERS),
+    "typical_p": Setting(1.0, 0.01, 1.0),
+    "epsilon_cutoff": Setting(0.0, 0.0, 0.1),
+    "eta_cutoff": Setting(0.0, 0.0, 0.1),
+    "top_h": Setting(0.0, 0.0, 1.0),
+    "no_repeat_ngram_size": Setting(0, 0, 8),
+    "presence_penalty": Setting(0.0, -2.0, 2.0),
+    "frequency_penalty": Setting(0.0, -2.0, 2.0),
+    "penalty_last_n": Setting(64, -1, 4096),
+    "dry_multiplier": Setting(0.0, 0.0, 5.0),
+    "dry_base": Setting(1.75, 1.0, 4.0),
+    "dry_allowed_length": Setting(2, 0, 16),
+    "dry_penalty_last_n": Setting(-1, -1, 4096),
+    "dry_sequence_breakers": Setting(DRY_BREAKERS),
+    "top_n_sigma": Setting(0.0, 0.0, 5.0),
+    "xtc_probability": Setting(0.0, 0.0, 1.0),
+    "xtc_threshold": Setting(0.1, 0.0, 1.0),
+    "dynatemp_range": Setting(0.0, 0.0, 2.0),
+    "dynatemp_exponent": Setting(1.0, 0.1, 4.0),
+    "mirostat": Setting(0, 0, 2, choices=(0, 1, 2)),
+    "mirostat_tau": Setting(5.0, 0.5, 10.0),
+    "mirostat_eta": Setting(0.1, 0.01, 1.0),
+    "samplers": Setting(""),
     # Beam tree
     "early_stopping": Setting(False),
     "rerank_lp": Setting(1.0, -2.0, 3.0),

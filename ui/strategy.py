@@ -18,8 +18,9 @@ PARAMS = ("strategy", "temperature", "top_k", "top_p", "min_p", "repetition_pena
           "tau", "top_n")
 
 
-def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -> dict:
-    """Render the strategy picker and the parameters it uses; return the values for DecodeConfig."""
+def strategy_controls(strategies=("greedy", "sample", "beam"), container=None, samplers: bool = False) -> dict:
+    """Render the strategy picker and the parameters it uses; return the values for DecodeConfig.
+    samplers: also the sampler order and the engine-specific samplers (ui.samplers), kept in the URL too."""
     box = container or st
     values = {}
     strategy = read("strategy")
@@ -64,12 +65,21 @@ def strategy_controls(strategies=("greedy", "sample", "beam"), container=None) -
         if key not in values:
             values[key] = read(key)
     sync_url(**{k: values[k] for k in PARAMS})
+    if samplers:
+        from ui.samplers import PARAMS as SAMPLER_PARAMS, sampler_controls
+
+        values.update(sampler_controls(box))
+        sync_url(**{k: values[k] for k in SAMPLER_PARAMS})
     return values
 
 
 def make_config(settings: SharedSettings, values: dict, **overrides) -> DecodeConfig:
     """A DecodeConfig from the shared sidebar settings and the strategy values."""
     fields = {k: values[k] for k in PARAMS if k in values}
+    if "sampler_order" in values:
+        from ui.samplers import config_fields
+
+        fields.update(config_fields(values))
     fields.update(seed=settings.seed, max_new_tokens=settings.max_new_tokens, chat=settings.chat)
     fields.update(overrides)
     if fields.get("strategy") == "beam":
@@ -91,7 +101,15 @@ def shaping_words(config: DecodeConfig) -> str:
             parts.append(t("step.word_min_p", value=f"{config.min_p:g}"))
     if config.repetition_penalty != 1.0:
         parts.append(t("step.word_repetition", value=f"{config.repetition_penalty:g}"))
+    neutral = DecodeConfig()
+    for name in SAMPLER_WORDS:              # the engine-specific samplers that are on
+        if getattr(config, name) != getattr(neutral, name):
+            parts.append(t(f"samplers.word_{name}", value=f"{getattr(config, name):g}"))
     return ", ".join(parts)
+
+
+SAMPLER_WORDS = ("presence_penalty", "frequency_penalty", "no_repeat_ngram_size", "dry_multiplier", "top_n_sigma",
+                 "typical_p", "xtc_probability", "dynatemp_range", "top_h", "epsilon_cutoff", "eta_cutoff", "mirostat")
 
 
 def step_caption(step, config: DecodeConfig, forced_token: int | None = None) -> str:

@@ -52,6 +52,7 @@ def test_the_widgets_take_their_ranges_from_the_table(tiny_llama_folder):
     _, folder = tiny_llama_folder
     seen = set()
     for page, state in [("step_by_step", {"strategy": "sample"}), ("step_by_step", {"strategy": "beam"}),
+                        ("step_by_step", {"strategy": "sample", "sampler_order": "llama.cpp"}),
                         ("beam_tree", {}), ("compare", {}), ("expected_embedding", {}), ("teacher_forcing", {}),
                         ("kv_cache", {}), ("speculative", {"sd_verify": "sample"})]:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
@@ -67,7 +68,8 @@ def test_the_widgets_take_their_ranges_from_the_table(tiny_llama_folder):
             assert (widget.min, widget.max) == (setting.low, setting.high), widget.key
             seen.add(widget.key)
     assert {"seed", "max_new_tokens", "temperature", "top_p", "num_beams", "cmp_top_p", "ee_temperature",
-            "tf_temperature", "tf_eps", "kv_beams", "rerank_lp", "top_n", "sd_k", "sd_top_p", "sd_n"} <= seen, seen
+            "tf_temperature", "tf_eps", "kv_beams", "rerank_lp", "top_n", "sd_k", "sd_top_p", "sd_n", "epsilon_cutoff",
+            "typical_p", "dry_base", "penalty_last_n", "mirostat_tau", "xtc_threshold"} <= seen, seen
 
 
 def app_on(folder: str, params: dict) -> AppTest:
