@@ -13,6 +13,7 @@ from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
 from ui.interview_answers import answers_cards
 from ui.interview_structured import structured_chain
+from ui.sampler_cards import sampler_cards
 from ui.present import presenting
 from ui.sidebar import served_selected, shared_sidebar
 
@@ -228,8 +229,9 @@ st.markdown(f"> {t('interview.question')}")
 st.subheader(t("interview.short_heading"))
 st.markdown(t("interview.short"))
 
-answer, cards, spoken, papers = st.tabs([t("interview.tab_answer"), t("interview.tab_cards"),
-                                          t("interview.tab_spoken"), t("interview.tab_papers")])
+answer, cards, samplers, spoken, papers = st.tabs([t("interview.tab_answer"), t("interview.tab_cards"),
+                                                    t("sampler_cards.tab"), t("interview.tab_spoken"),
+                                                    t("interview.tab_papers")])
 with answer:
     if served_selected():          # the demos decode on the model's weights
         st.info(t("served.demos_need_weights"))
@@ -251,6 +253,9 @@ with cards:
     ratings = list(S["iv_ratings"].values())
     st.caption(t("interview.rating_summary", rated=len(ratings), total=3,
                  **{r: ratings.count(r) for r in RATINGS}))
+
+with samplers:
+    sampler_cards(demo_params)
 
 with spoken:
     st.markdown(t("interview.spoken_intro"))
