@@ -447,6 +447,10 @@ def _report(args, trace: Trace) -> None:
         from .served.numbers import describe
 
         out += "\n" + describe(served)
+        from .served.samplers import ignored_note
+
+        note = ignored_note(served.get("server", ""), trace.config)
+        out += f"\n{note}" if note else ""
     write_stdout(out + "\n")
     if args.json:
         write_file(args.json, trace.to_json())

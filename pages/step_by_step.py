@@ -44,7 +44,7 @@ if uploaded is not None:
     stepper = S["sbs_viewer"]
     st.info(t("step.viewing_upload", steps=len(uploaded.steps), strategy=uploaded.config.strategy))
 elif served_selected():                   # the server decodes the whole run; the page shows what it reported
-    values = strategy_controls(("greedy", "sample", "beam"), container=row["settings"])
+    values = strategy_controls(("greedy", "sample", "beam"), container=row["settings"], samplers=True)
     server = connected_server()
     if server is None:
         st.info(t("served.connect_first"))
@@ -66,7 +66,7 @@ elif served_selected():                   # the server decodes the whole run; th
         S["sbs_viewer"], S["sbs_viewer_of"] = Stepper.viewing(recorded), recorded
     stepper = S["sbs_viewer"]
     st.info(t("served.viewing", steps=len(recorded.steps), strategy=recorded.config.strategy))
-    served_limits()
+    served_limits(server=server, config=recorded.config)
 else:
     values = strategy_controls(("greedy", "sample", "beam", "soft", "gumbel"), container=row["settings"], samplers=True)
     lm = get_lm(settings.model)

@@ -66,9 +66,22 @@ def served_badge(trace, record, box=None, shown: bool = True, **extra) -> str | 
     return text
 
 
-def served_limits(box=None) -> None:
-    """What a server cannot do, said on the page."""
-    (box or st).info(t("served.cannot"), icon="ℹ️")
+def served_limits(box=None, server: Server | None = None, config: DecodeConfig | None = None) -> None:
+    """What a server cannot do, said on the page: with the server and the settings, also which of the
+    engine-specific samplers it does not take (they do not shape its run), and what a vLLM server takes."""
+    box = box or st
+    box.info(t("served.cannot"), icon="ℹ️")
+    if server is None or config is None:
+        return
+    from engine.served.samplers import ignored
+
+    names = ignored(server.kind, config)
+    if names:
+        labels = [t(f"samplers.{name}") if name != "repetition_penalty" else t("step.repetition_penalty")
+                  for name in names]
+        box.warning(t("served.samplers_ignored", kind=for_markdown(server.kind), settings=", ".join(labels)),
+                    icon="🎛️")
+    box.caption(t("served.samplers_vllm"))
 
 
 __all__ = ["served_trace", "served_badge", "served_limits", "served_facts", "with_badge", "number_phrases"]

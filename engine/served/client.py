@@ -165,9 +165,10 @@ class Server:
     # ---- requests --------------------------------------------------------------------
     def _payload(self, prompt: str, *, max_tokens: int, logprobs: int, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int | None = None,
-                 echo: bool = False, stream: bool = False) -> dict:
+                 echo: bool = False, stream: bool = False, samplers: dict | None = None) -> dict:
         """A completions request with every sampling setting sent explicitly: llama.cpp's defaults
-        (top-k 40, top-p 0.95, min-p 0.05) would otherwise shape the run silently."""
+        (top-k 40, top-p 0.95, min-p 0.05) would otherwise shape the run silently. samplers: the
+        engine-specific settings, already in this server's spelling (engine.served.samplers)."""
         payload = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "logprobs": logprobs,
                    "temperature": temperature, "top_p": top_p, "min_p": min_p, "echo": echo, "stream": stream,
                    "top_k": (-1 if self.kind == "vllm" else 0) if top_k == 0 else top_k}
@@ -179,6 +180,7 @@ class Server:
             payload["post_sampling_probs"] = False     # the raw distribution, which every figure reads
         if seed is not None:
             payload["seed"] = seed
+        payload.update(samplers or {})
         return payload
 
     def complete(self, prompt: str, **settings) -> tuple[str, list[TopN], str]:

@@ -28,6 +28,7 @@ from ..config import FEEDBACK_STRATEGIES, DecodeConfig
 from ..runner import versions
 from .client import Server, ServedError, TopN, answers_checked
 from .numbers import PROCESSED
+from .samplers import server_fields
 from ..shaping import build_processors, entropy, shape
 from ..trace import Candidate, Node, Sequence, Step, Trace
 
@@ -109,7 +110,7 @@ def _one_sequence(server: Server, prompt: str, config: DecodeConfig, top_n: int,
         temperature=config.temperature if sampling else 0.0,
         top_k=config.top_k if sampling else 0, top_p=config.top_p if sampling else 1.0,
         min_p=config.min_p if sampling else 0.0, repetition_penalty=config.repetition_penalty,
-        seed=config.seed if sampling else None)
+        seed=config.seed if sampling else None, samplers=server_fields(server.kind, config, sampling))
     steps, positions, seconds, t0 = [], [], [], time.perf_counter()
     try:
         for position in tokens:

@@ -371,3 +371,20 @@ def test_processed_numbers_are_said_on_the_badge_and_the_figure(stub_server, no_
     assert SERVED["numbers_processed"] in charts(at)[0]["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
     assert all(c.shaped_prob == pytest.approx(c.prob) for c in trace.steps[0].candidates)
     assert not errors(at)
+
+
+def test_step_by_step_names_the_samplers_a_served_model_ignores(stub_server, no_local_loads):
+    """A llama-cpp-python server (owned_by 'me') takes mirostat and nothing else of llama.cpp's samplers, and
+    its penalties change nothing: those that are on are named, and what a vLLM server takes is said."""
+    url = stub_server(COMPLETION, owned_by="me")
+    at = connect(app("step_by_step", params={"server": url, "strategy": "sample", "sampler_order": "llama.cpp",
+                                             "typical_p": "0.9", "presence_penalty": "0.5", "mirostat": "2"}), url)
+    words, labels = texts("samplers"), SERVED["samplers_ignored"].split("{settings}")
+    warned = [unescaped(w.value) for w in at.warning if labels[0].format(kind="llama-cpp-python") in unescaped(w.value)]
+    assert len(warned) == 1, [w.value for w in at.warning]
+    assert words["typical_p"] in warned[0] and words["presence_penalty"] in warned[0]
+    assert words["mirostat"] not in warned[0]
+    assert SERVED["samplers_vllm"] in [unescaped(c.value) for c in at.caption]
+    [sent] = [body for body in stub_server.sent(url, "/v1/completions") if body.get("max_tokens") != 1 or
+              body.get("mirostat_mode")]
+    assert sent["mirostat_mode"] == 2 and "typical_p" not in sent
