@@ -105,15 +105,19 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
             st.info(_no_stages_reason(config, uploaded))
             return
         words = {**stage_words(), **_words("stages_fig_", ("x", "y", "kept", "title", "chosen"))}
+        if order != "transformers":
+            words["x"] = t(f"pipeline.orders_x_{_slug(order)}")
         show_figure(sized(stages_figure(step, texts=words)), key=f"{key}_fig")
         rows = [{t("pipeline.col_stage"): stage_label(stage, words),
                  t("pipeline.col_kept"): stage.kept_count,
                  t("pipeline.col_cut"): stage.cut_count,
                  t("pipeline.col_mass"): round(stage.removed_mass, 4),
+                 t("pipeline.col_state"): state_words(stage),
                  t("pipeline.col_top"): f"{visible(stage.top_text)} ({stage.top_prob:.3f})",
-                 t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED]),
-                 t("pipeline.col_state"): state_words(stage)}
+                 t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED])}
                 for stage in step.stages]
+        if not any(row[t("pipeline.col_state")] for row in rows):       # no stage with a state: no column
+            rows = [{k: v for k, v in row.items() if k != t("pipeline.col_state")} for row in rows]
         st.dataframe(rows, hide_index=True, width="stretch")
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
             render_orders(step, config, key, inputs, token_texts)
