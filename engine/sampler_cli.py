@@ -112,7 +112,9 @@ def state_text(stage) -> str:
     for key, value in state.items():
         if key in ("mu", "mu_next") and "mu" in state and "mu_next" in state:
             continue
-        if isinstance(value, bool):
+        if key == "fired" and value is False and "draw" not in state:
+            parts.append("no draw")        # XTC off, or fewer than two tokens left
+        elif isinstance(value, bool):
             parts.append(STATE_LABELS.get(key, str(key)) if value else f"not {STATE_LABELS.get(key, str(key))}")
         else:
             parts.append(f"{STATE_LABELS.get(key, str(key))} {_value(value)}")

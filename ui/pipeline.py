@@ -67,14 +67,13 @@ def state_words(stage) -> str:
         fired = rest.pop("fired", None)
         draw = _number(rest.pop("draw"))
         parts.append(t("pipeline.state_draw_fired" if fired else "pipeline.state_draw_held", draw=draw))
+    elif rest.get("fired") is False:       # XTC drew nothing: off, or fewer than two tokens left
+        rest.pop("fired")
+        parts.append(t("pipeline.state_no_draw"))
     if "run" in rest:
         parts.append(t("pipeline.state_run", n=_number(rest.pop("run"))))
     if "penalised" in rest:
-        tokens = rest.pop("penalised")
-        tokens = tokens if isinstance(tokens, (list, tuple)) else [tokens]
-        if tokens:
-            shown = "  ".join(visible(str(x)) for x in list(tokens)[:CUT_LISTED])
-            parts.append(t("pipeline.state_penalised", tokens=shown))
+        parts.append(t("pipeline.state_penalised", n=_number(rest.pop("penalised"))))
     if "temperature" in rest:
         parts.append(t("pipeline.state_temperature", value=_number(rest.pop("temperature"))))
     if "window" in rest:

@@ -33,7 +33,7 @@ CARDS = {
     "typical_p": (PROMPT, 1, {"typical_p": "0.5"}),
     "top_p": (PROMPT, 1, {"top_p": "0.5"}),
     "min_p": (PROMPT, 1, {"min_p": "0.1"}),
-    "xtc": (PROMPT, 1, {**LLAMA, "xtc_probability": "1", "xtc_threshold": "0.1"}),
+    "xtc": (PROMPT, 2, {**LLAMA, "xtc_probability": "1", "xtc_threshold": "0.1"}),   # step 1: one token over 0.1
     "top_h": (PROMPT, 1, {"top_h": "0.4"}),
     "epsilon": (PROMPT, 1, {"epsilon_cutoff": "0.0009"}),
     "eta": (PROMPT, 1, {"eta_cutoff": "0.0009"}),

@@ -72,7 +72,8 @@ def test_the_state_of_a_stage_reads_as_a_phrase():
     assert state_text(stage(mu=10.0, mu_next=9.8125)) == "mu 10 -> 9.812"
     assert state_text(stage(draw=0.25, fired=True)) == "draw 0.25, fired"
     assert state_text(stage(draw=0.75, fired=False)) == "draw 0.75, not fired"
-    assert state_text(stage(run=3, penalised=["ing", " the", " a", "x"])) == "run 3, penalised 'ing' ' the' ' a' (+1)"
+    assert state_text(stage(fired=False)) == "no draw"
+    assert state_text(stage(run=3, penalised=4)) == "run 3, penalised 4"
     assert state_text(stage(temperature=0.8312)) == "temperature 0.8312"
     assert state_text(stage(window=64)) == "window 64"
     assert state_text(SimpleNamespace(name="top_k", value=5.0)) == ""        # a stage of an older trace: none
