@@ -47,10 +47,10 @@ FLAGS["sampler_order"] = "--sampler-order"
 STAGE_LABELS = {"repetition_penalty": "penalty", "no_repeat_ngram": "no-repeat-ngram", "penalties": "penalties",
                 "dry": "DRY", "grammar": "grammar", "temperature": "temperature", "top_h": "top-h",
                 "top_n_sigma": "top-n-sigma", "top_k": "top-k", "typical_p": "typical-p", "top_p": "top-p",
-                "min_p": "min-p", "xtc": "XTC", "epsilon": "epsilon", "eta": "eta", "mirostat": "mirostat"}
+                "min_p": "min-p", "xtc": "XTC >=", "epsilon": "epsilon", "eta": "eta", "mirostat": "mirostat tau"}
 # the state a stage records (engine.trace.Stage.state), as the table names it
 STATE_LABELS = {"mu": "mu", "mu_next": "mu next", "draw": "draw", "fired": "fired", "run": "run",
-                "penalised": "penalised", "temperature": "temperature", "window": "window"}
+                "penalised": "tokens penalised", "temperature": "temperature", "window": "window"}
 
 
 def add_sampler_arguments(parser) -> None:

@@ -92,8 +92,8 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
                   token_texts=None) -> None:
     """The current step, stage by stage, in the chosen order (a served model's step has none), each with what it
     cut, the mass it removed and a stateful stage's state. inputs: a function giving (context [1, n], raw
-    logits [V]) of the step, when the model is at hand (its token_texts with it): then the same settings are
-    shown in every engine's order beside it."""
+    logits [V], prompt length) of the step, when the model is at hand (its token_texts with it): then the same
+    settings are shown in every engine's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         order = getattr(config, "sampler_order", "transformers")
         st.caption(t("pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"))
@@ -130,11 +130,14 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     ids = [c.token_id for c in step.candidates]
     try:
         identity = (step.index, tuple(c.token_id for c in step.candidates), step.chosen_ids[0], config.steps_key())
-        context, logits = cached(f"{key}_orders_inputs", identity, inputs)
+        context, logits, prompt_length = cached(f"{key}_orders_inputs", identity, inputs)
     except DecodeScopeError as exc:
         st.info(str(exc))
         return
-    chains = {order: chain_in_order(token_texts, config, context, logits, ids, order) for order in ORDERS}
+    # mirostat's μ at this step, as the decode recorded it: the chain recomputed here starts from it
+    mu = next((s.state.get("mu") for s in step.stages if s.name == "mirostat" and getattr(s, "state", None)), None)
+    chains = {order: chain_in_order(token_texts, config, context, logits, ids, order, prompt_length=prompt_length,
+                                    mu=mu) for order in ORDERS}
     names = {order: t(f"pipeline.order_{_slug(order)}") for order in ORDERS}
     for order, chain in chains.items():
         skipped = list(getattr(chain, "skipped", None) or [])
@@ -195,8 +198,9 @@ def _setting_name(name: str) -> str:
 
 
 def step_inputs(stepper):
-    """For render_stages: a function giving the context and raw logits of the stepper's current step (one
-    forward pass), or None when no model is at hand (an uploaded trace, a served model)."""
+    """For render_stages: a function giving the context, raw logits and prompt length of the stepper's current
+    step (one forward pass; vLLM's penalties count only the tokens after the prompt), or None when no model is
+    at hand (an uploaded trace, a served model)."""
     lm = stepper.lm
     if lm is None:
         return None
@@ -205,7 +209,7 @@ def step_inputs(stepper):
         trace = stepper.trace()
         ids = list(trace.prompt_token_ids) + list(trace.best.token_ids)[:stepper.cursor]
         with torch.inference_mode():
-            return torch.tensor([ids]), step_logits(lm, trace, stepper.cursor)
+            return torch.tensor([ids]), step_logits(lm, trace, stepper.cursor), len(trace.prompt_token_ids)
 
     return inputs
 

@@ -73,7 +73,29 @@ def test_the_state_of_a_stage_reads_as_a_phrase():
     assert state_text(stage(draw=0.25, fired=True)) == "draw 0.25, fired"
     assert state_text(stage(draw=0.75, fired=False)) == "draw 0.75, not fired"
     assert state_text(stage(fired=False)) == "no draw"
-    assert state_text(stage(run=3, penalised=4)) == "run 3, penalised 4"
+    assert state_text(stage(run=3, penalised=4)) == "run 3, tokens penalised 4"
     assert state_text(stage(temperature=0.8312)) == "temperature 0.8312"
     assert state_text(stage(window=64)) == "window 64"
     assert state_text(SimpleNamespace(name="top_k", value=5.0)) == ""        # a stage of an older trace: none
+
+
+def test_stages_prints_the_state_each_stateful_stage_carried(capsys, monkeypatch, tiny_llama_folder):
+    """Mirostat: μ starts at 2τ and each step starts from the μ the step before left; XTC fires when its draw
+    is at most its probability (llama.cpp's rules)."""
+    _, folder = tiny_llama_folder
+    code, out, err = run_cli(capsys, monkeypatch, main, ["decode", "--model", folder, *LLAMA, "--mirostat", "2",
+                                                         "--mirostat-tau", "4", "--max-new-tokens", "3", "--stages"])
+    assert code == 0, err
+    mus = re.findall(r"^\s+mirostat tau 4\s+kept\s+\d+.*\[mu ([0-9.]+) -> ([0-9.]+)\]$", out, re.M)
+    assert len(mus) == 3 and float(mus[0][0]) == 8.0
+    assert [m[0] for m in mus[1:]] == [m[1] for m in mus[:-1]]          # carried from step to step
+    code, out, err = run_cli(capsys, monkeypatch, main, ["decode", "--model", folder, *LLAMA, "--xtc-probability",
+                                                         "0.5", "--xtc-threshold", "0.001", "--max-new-tokens", "4",
+                                                         "--stages", "--seed", "3"])
+    assert code == 0, err
+    draws = re.findall(r"^\s+XTC >= 0\.001\s+kept\s+(\d+).*\[draw ([0-9.e-]+), (fired|not fired)\]$", out, re.M)
+    assert len(draws) == 4, out
+    for kept, draw, fired in draws:
+        assert (fired == "fired") == (float(draw) <= 0.5)
+        if fired == "fired":
+            assert int(kept) < 300              # it set the top choices aside

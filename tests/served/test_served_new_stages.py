@@ -45,10 +45,10 @@ def full_logprobs(position) -> torch.Tensor:
     return torch.cat([listed, torch.full((REST,), math.log(rest / REST), dtype=torch.float64)]).float()
 
 
-@pytest.mark.parametrize("version, tau", [(2, 3.5), (1, 3.5)])
+@pytest.mark.parametrize("version, tau", [(2, 3.5)])
 def test_the_server_samples_inside_our_mirostat_cut(server, version, tau):
-    """μ starts at 2τ = 7 bits: at the first token mirostat keeps what is at most 7 bits surprising
-    (p >= 1/128 for v2), and v1 the top k its Zipf estimate gives."""
+    """μ starts at 2τ = 7 bits: at the first token mirostat v2 keeps what is at most 7 bits surprising
+    (p >= 1/128). (v1 fits a Zipf law to the 100 likeliest tokens, more than the server lists: not checked.)"""
     config = DecodeConfig(strategy="sample", sampler_order="llama.cpp", mirostat=version, mirostat_tau=tau)
     sampled, sizes = [], []
     for seed in SEEDS:

@@ -5,6 +5,7 @@ reproduces them, and the order comparison names the three orders.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,40 @@ def test_the_caption_names_the_samplers_that_are_on(tiny_llama_folder):
     at = open_page(folder, strategy="sample", sampler_order="transformers", typical_p=0.9, epsilon_cutoff=0.0005)
     assert any("typical\\-p 0\\.9" in c.value and "ε 0\\.0005" in c.value for c in at.caption), \
         [c.value for c in at.caption]
+
+
+def test_the_stage_table_shows_mirostats_mu_worked_out_by_hand(tiny_llama_folder):
+    """Mirostat v2 at the first step (llama.cpp's rule): μ starts at 2τ; it keeps the tokens at most μ bits
+    surprising; after the draw, μ ← μ − η · (surprise of the drawn token among the kept − τ)."""
+    lm, folder = tiny_llama_folder
+    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", mirostat=2, mirostat_tau=4.0,
+                   mirostat_eta=0.2)
+    ids = lm.tokenizer(PROMPT)["input_ids"]
+    with torch.no_grad():
+        probs = torch.softmax(lm.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+    mu = 8.0
+    keep = -torch.log2(probs) <= mu
+    chosen = at.session_state["sbs"].current.chosen_ids[0]
+    assert bool(keep[chosen])
+    mu_next = mu - 0.2 * (-math.log2(float(probs[chosen] / probs[keep].sum())) - 4.0)
+    words = texts("pipeline")
+    table = at.dataframe[0].value
+    assert list(table[words["col_stage"]]) == [words["stage_mirostat"].format(value="4")]
+    assert list(table[words["col_kept"]]) == [int(keep.sum())]
+    assert list(table[words["col_state"]]) == [words["state_mu"].format(mu="8", mu_next=f"{mu_next:.4g}")]
+    # the other orders have no mirostat: each says it left it out
+    skipped = [c.value for c in at.caption if c.value.startswith(words["orders_skipped"].split("{settings}")[0]
+                                                                   .format(order=words["order_transformers"]))]
+    assert len(skipped) == 1 and texts("samplers")["mirostat"] in skipped[0], [c.value for c in at.caption]
+
+
+def test_the_stage_table_shows_xtcs_draw_and_whether_it_fired(tiny_llama_folder):
+    """XTC fires when its draw is at most its probability (llama.cpp's rule): the table says which."""
+    _, folder = tiny_llama_folder
+    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", xtc_probability=0.5, xtc_threshold=0.0)
+    words = texts("pipeline")
+    stage = next(s for s in at.session_state["sbs"].current.stages if s.name == "xtc")
+    draw = stage.state["draw"]
+    key = "state_draw_fired" if draw <= 0.5 else "state_draw_held"
+    table = at.dataframe[0].value
+    assert list(table[words["col_state"]]) == [words[key].format(draw=f"{draw:.4g}")]
