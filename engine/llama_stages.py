@@ -218,7 +218,8 @@ class TopP(ChainStage):
 
 
 class MinP(ChainStage):
-    """Keep the tokens at least min_p times as likely as the top one: logit >= top logit + ln(min_p)."""
+    """Keep the tokens at least min_p times as likely as the top one: logit >= top logit + ln(min_p); the top
+    token always stays (llama_sampler_min_p_apply: "first token always matches")."""
 
     def __init__(self, min_p: float):
         super().__init__()
@@ -227,7 +228,8 @@ class MinP(ChainStage):
     def __call__(self, input_ids, scores):
         if self.min_p <= 0.0:
             return scores
-        floor = scores.max(dim=-1, keepdim=True).values + math.log(self.min_p)
+        top = scores.max(dim=-1, keepdim=True).values
+        floor = torch.minimum(top + math.log(self.min_p), top)     # min_p above 1 still keeps the top token
         return scores.masked_fill(scores < floor, NEG_INF)
 
 
