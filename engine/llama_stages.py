@@ -25,6 +25,31 @@ import torch
 from .chain_stage import NEG_INF, ChainStage, finite_count
 
 FLOAT_MAX_LOG = 88.7228391      # llama.cpp's clamp of DRY's exponent: base ** exponent stays a float
+FIRST_LOOK = 256                # tokens ranked before a full sort, as llama.cpp's top-p tries first
+
+
+def candidates(row: torch.Tensor) -> torch.Tensor:
+    """The ids of the tokens still possible in one row of scores (llama.cpp's candidate array)."""
+    return (~torch.isneginf(row)).nonzero().flatten()
+
+
+def prefix_until(probs: torch.Tensor, key: torch.Tensor, keeps, largest: bool) -> torch.Tensor:
+    """Positions (into probs) of the tokens ranked by `key` (largest or smallest first) that a cumulative rule
+    keeps: keeps(mass ranked before a token) is True for a kept token; the first token always stays. The top
+    FIRST_LOOK are ranked first and the whole set only when their mass does not settle the rule."""
+    n = probs.numel()
+    if n == 0:
+        return torch.zeros(0, dtype=torch.long)
+    k = min(n, FIRST_LOOK)
+    while True:
+        order = torch.topk(key, k, largest=largest, sorted=True).indices
+        ranked = probs[order]
+        before = torch.cumsum(ranked, 0) - ranked
+        kept = keeps(before)
+        kept[0] = True
+        if k == n or not bool(kept[-1]):
+            return order[kept]
+        k = n
 
 
 def window(context_row: list, last_n: int) -> list:
@@ -186,16 +211,15 @@ class Typical(ChainStage):
     def __call__(self, input_ids, scores):
         if self.p >= 1.0:
             return scores
-        probs = torch.softmax(scores, dim=-1)
-        entropy = torch.special.entr(probs).sum(-1, keepdim=True)
-        shifted = (-torch.log(probs) - entropy).abs()                    # inf for a token already dropped
-        order = torch.argsort(shifted, dim=-1, stable=True)
-        ranked = probs.gather(-1, order)
-        before = torch.cumsum(ranked, dim=-1) - ranked
-        drop_sorted = before > self.p                                   # kept while the sum so far <= p
-        drop_sorted[..., 0] = False
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        return scores.masked_fill(drop, NEG_INF)
+        out = torch.full_like(scores, NEG_INF)
+        for row in range(scores.shape[0]):
+            ids = candidates(scores[row])
+            probs = torch.softmax(scores[row, ids], dim=-1)
+            entropy = torch.special.entr(probs).sum()
+            shifted = (-torch.log(probs) - entropy).abs()
+            keep = prefix_until(probs, shifted, lambda before: before <= self.p, largest=False)
+            out[row, ids[keep]] = scores[row, ids[keep]]
+        return out
 
 
 class TopP(ChainStage):
@@ -208,13 +232,13 @@ class TopP(ChainStage):
     def __call__(self, input_ids, scores):
         if self.p >= 1.0:
             return scores
-        probs = torch.softmax(scores, dim=-1)
-        ordered, index = torch.sort(probs, descending=True, dim=-1)
-        before = torch.cumsum(ordered, dim=-1) - ordered          # the mass of the tokens ranked above each one
-        drop_sorted = before >= self.p
-        drop_sorted[..., 0] = False
-        drop = drop_sorted.scatter(-1, index, drop_sorted)
-        return scores.masked_fill(drop, NEG_INF)
+        out = torch.full_like(scores, NEG_INF)
+        for row in range(scores.shape[0]):
+            ids = candidates(scores[row])
+            probs = torch.softmax(scores[row, ids], dim=-1)
+            keep = prefix_until(probs, probs, lambda before: before < self.p, largest=True)
+            out[row, ids[keep]] = scores[row, ids[keep]]
+        return out
 
 
 class MinP(ChainStage):
@@ -261,10 +285,11 @@ class Xtc(ChainStage):
         if not fired:
             return scores
         probs = torch.softmax(scores, dim=-1)
-        ordered, index = torch.sort(probs, descending=True, dim=-1, stable=True)
-        above = (ordered >= self.threshold).sum(-1, keepdim=True)          # the top tokens at or above it
-        drop_sorted = torch.arange(scores.shape[-1])[None] < above - 1      # all of them but the last
-        drop = drop_sorted.scatter(-1, index, drop_sorted)
+        above = probs >= self.threshold
+        # all of the tokens at or above the threshold go but the least likely of them (one, if tied)
+        last = torch.where(above, probs, torch.full_like(probs, 2.0)).argmin(-1, keepdim=True)
+        drop = above & (above.sum(-1, keepdim=True) > 1)
+        drop.scatter_(-1, last, False)
         return scores.masked_fill(drop, NEG_INF)
 
 
@@ -333,24 +358,23 @@ class Mirostat(ChainStage):
     def truncate(self, logits: torch.Tensor, mu: float) -> torch.Tensor:
         """[V] bool: the tokens kept at μ."""
         probs = torch.softmax(logits.double(), -1)
-        ordered, index = torch.sort(probs, descending=True)
         size = int(finite_count(logits[None])[0])
-        if self.version == 2:
-            surprise = -torch.log2(ordered[:size])
-            k = int((surprise <= mu).sum()) if size else 0
-        else:
-            top = ordered[:min(self.M, size)].tolist()
-            t = [math.log((i + 2) / (i + 1)) for i in range(len(top) - 1)]
-            b = [math.log(top[i] / top[i + 1]) if top[i + 1] > 0 else 0.0 for i in range(len(top) - 1)]
-            squares = sum(x * x for x in t)
-            s_hat = sum(x * y for x, y in zip(t, b)) / squares if squares else 1.0
-            epsilon = s_hat - 1
-            try:
-                k = int((epsilon * 2 ** mu / (1 - logits.shape[-1] ** (-epsilon))) ** (1 / s_hat))
-            except (ZeroDivisionError, OverflowError, ValueError, TypeError):
-                k = size
         keep = torch.zeros_like(probs, dtype=torch.bool)
-        keep[index[:max(1, min(k, max(size, 1)))]] = True
+        if self.version == 2:
+            keep = (probs >= 2.0 ** -mu) & (probs > 0)       # surprise -log2 p <= μ
+            keep[probs.argmax()] = True
+            return keep
+        top = torch.topk(probs, min(self.M, max(size, 1))).values.tolist()
+        t = [math.log((i + 2) / (i + 1)) for i in range(len(top) - 1)]
+        b = [math.log(top[i] / top[i + 1]) if top[i + 1] > 0 else 0.0 for i in range(len(top) - 1)]
+        squares = sum(x * x for x in t)
+        s_hat = sum(x * y for x, y in zip(t, b)) / squares if squares else 1.0
+        epsilon = s_hat - 1
+        try:
+            k = int((epsilon * 2 ** mu / (1 - logits.shape[-1] ** (-epsilon))) ** (1 / s_hat))
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError):
+            k = size
+        keep[torch.topk(probs, max(1, min(k, max(size, 1)))).indices] = True
         return keep
 
     def __call__(self, input_ids, scores):

@@ -95,9 +95,14 @@ class TopP(ChainStage):
     def __call__(self, input_ids, scores):
         if self.p >= 1.0:
             return scores
-        ordered, index = torch.sort(scores, descending=False, dim=-1)
-        cumulative = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
-        drop_sorted = cumulative <= 1 - self.p
-        drop_sorted[..., -1] = False
-        drop = drop_sorted.scatter(-1, index, drop_sorted)
+        drop = torch.isneginf(scores)
+        for row in range(scores.shape[0]):
+            ids = (~drop[row]).nonzero().flatten()               # sort only the tokens still possible
+            if ids.numel() == 0:
+                continue
+            ordered, index = torch.sort(scores[row, ids], descending=False)
+            cumulative = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
+            drop_sorted = cumulative <= 1 - self.p
+            drop_sorted[-1] = False
+            drop[row, ids[index[drop_sorted]]] = True
         return scores.masked_fill(drop, NEG_INF)
