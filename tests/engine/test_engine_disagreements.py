@@ -115,3 +115,15 @@ def test_chain_in_order_skips_what_an_order_lacks_and_says_so():
     assert chains["vllm"].skipped == ["dry_multiplier", "typical_p", "xtc_probability"]
     assert [s.name for s in chains["vllm"].stages] == ["penalties", "min_p", "top_k"]
     assert chains["vllm"].stages[0].state == {"window": 2}          # the output tokens after the prompt of 3
+
+
+def test_describe_names_every_stage_in_its_chains_order():
+    from engine.shaping import describe
+
+    config = DecodeConfig(strategy="sample", sampler_order="llama.cpp", presence_penalty=0.3, dry_multiplier=0.8,
+                          top_k=40, min_p=0.1, temperature=1.5, dynatemp_range=0.3, xtc_probability=0.5)
+    assert describe(config) == ("penalties (repeat 1, frequency 0, presence 0.3, last 64), DRY 0.8, top-k 40, "
+                                "min-p 0.1, XTC threshold 0.1 (chance 0.5), temperature 1.5 ± 0.3 (dynamic), "
+                                "in llama.cpp's order")
+    assert describe(config.replace(mirostat=2, temperature=0.8)).startswith("temperature 0.8, mirostat v2 (τ 5")
+    assert describe(DecodeConfig(strategy="sample", typical_p=0.9, eta_cutoff=0.01)) == "typical-p 0.9, η-cutoff 0.01"
