@@ -176,3 +176,18 @@ def test_a_file_without_states_still_reads(stated):
         stage.pop("state", None)
     trace = Trace.from_json(json.dumps(data))
     assert all(s.state == {} for s in trace.steps[0].stages)
+
+
+@pytest.mark.parametrize("order,settings,names", [
+    ("transformers", dict(repetition_penalty=1.2, no_repeat_ngram_size=2, top_k=30),
+     ["repetition_penalty", "no_repeat_ngram", "grammar", "top_k"]),
+    ("llama.cpp", dict(presence_penalty=0.2, dry_multiplier=0.5, top_k=30),
+     ["penalties", "dry", "grammar", "top_k"]),
+    ("vllm", dict(frequency_penalty=0.2, top_k=30), ["penalties", "grammar", "top_k"]),
+])
+def test_a_grammar_comes_after_the_stages_that_read_the_history(llama, order, settings, names):
+    config = DecodeConfig(strategy="sample", sampler_order=order, max_new_tokens=6, grammar_kind="choices",
+                          grammar=json.dumps(["Paris", "Rome", "Lyon"]), **settings)
+    trace = decode(llama, PROMPT, config)
+    assert [s.name for s in trace.steps[0].stages] == names
+    assert trace.best.text.strip() in ("Paris", "Rome", "Lyon")
