@@ -14,9 +14,11 @@ llama.cpp's `--samplers` list (config.samplers) replaces its default order; miro
 with temperature → mirostat, dropping the penalties too, as common_sampler_init does. Grammar is outside
 llama.cpp's chain; here it comes after the penalties, as in the other orders.
 
-llama-cpp-python 0.3 (what the served tests run) builds its own chain (llama_cpp/llama.py,
-`Llama._init_sampler`): penalties → top-k → typical-p → top-p → min-p → temperature → draw, with no DRY,
-top-n-σ or XTC stage in its default; for the settings it has, in the same order as llama.cpp main's.
+llama-cpp-python 0.3.36 (what the served tests run) builds its own chain (llama_cpp/llama.py,
+`Llama._init_sampler`): penalties (window `last_n_tokens_size`, 64) → grammar → top-k → typical-p → top-p →
+min-p → temperature (plain, never dynamic) → draw, each truncation keeping at least 1 token; no DRY, top-n-σ
+or XTC stage; with mirostat, penalties → grammar → mirostat, with no temperature before it. For the settings
+it has and without mirostat, the stages are in the same order as llama.cpp main's.
 
 Only the stages whose setting is on are built (a stage at its neutral value changes nothing). Strategies that
 do not sample (greedy, beam) get the stages that read the history (penalties, DRY) and no truncation, as
