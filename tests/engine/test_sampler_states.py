@@ -191,3 +191,12 @@ def test_a_grammar_comes_after_the_stages_that_read_the_history(llama, order, se
     trace = decode(llama, PROMPT, config)
     assert [s.name for s in trace.steps[0].stages] == names
     assert trace.best.text.strip() in ("Paris", "Rome", "Lyon")
+
+
+@pytest.mark.parametrize("order", list(ALL_ON))
+def test_speculative_sampling_checks_drafts_with_every_stage_on(llama, order):
+    config = DecodeConfig(strategy="speculative", draft="prompt-lookup:3", verify="sample", sampler_order=order,
+                          max_new_tokens=8, **ALL_ON[order])
+    trace = round_trip(decode(llama, PROMPT, config))
+    assert [s.name for s in trace.steps[0].stages] == STAGES[order]
+    assert sum(len(r.emitted_ids) for r in trace.rounds) == len(trace.steps) == 8
