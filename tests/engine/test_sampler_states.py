@@ -14,6 +14,7 @@ from engine.chain_stage import prepare
 from engine.decoder import Decoder
 from engine.errors import ConfigError
 from engine.shaping import build_processors
+from engine.stages import chain_in_order
 
 ALL_ON = {
     "transformers": dict(repetition_penalty=1.3, no_repeat_ngram_size=3, temperature=1.2, top_h=0.9, top_k=60,
@@ -200,3 +201,19 @@ def test_speculative_sampling_checks_drafts_with_every_stage_on(llama, order):
     trace = round_trip(decode(llama, PROMPT, config))
     assert [s.name for s in trace.steps[0].stages] == STAGES[order]
     assert sum(len(r.emitted_ids) for r in trace.rounds) == len(trace.steps) == 8
+
+
+def test_the_stage_view_recomputes_a_mirostat_step_with_its_recorded_mu(llama):
+    config = DecodeConfig(strategy="sample", sampler_order="llama.cpp", mirostat=2, mirostat_tau=2.0,
+                          mirostat_eta=0.5, max_new_tokens=4, seed=4)
+    trace = decode(llama, PROMPT, config)
+    step = trace.steps[3]
+    context = torch.tensor([trace.prompt_token_ids + trace.best.token_ids[:3]])
+    with torch.no_grad():
+        logits = llama.model(context).logits[0, -1].float()
+    ids = [c.token_id for c in step.candidates]
+    recorded = step.stages[-1]
+    again = chain_in_order(llama.token_texts, config, context, logits, ids, "llama.cpp",
+                           prompt_length=len(trace.prompt_token_ids), mu=recorded.state["mu"]).stages[-1]
+    assert again.state["mu"] == recorded.state["mu"] and again.kept_count == recorded.kept_count
+    assert again.probs == pytest.approx(recorded.probs, abs=1e-5)
