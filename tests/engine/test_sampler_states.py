@@ -47,8 +47,9 @@ def test_every_stage_on_decodes_and_round_trips(llama, order, strategy):
     trace = round_trip(decode(llama, PROMPT, config))
     assert len(trace.steps) == 8
     names = [s.name for s in trace.steps[0].stages]
-    if strategy == "greedy":
-        assert set(names) <= {"repetition_penalty", "no_repeat_ngram", "penalties", "dry"}
+    if strategy == "greedy":      # no truncation: the stages that read the history only
+        assert names == [n for n in STAGES[order] if n in ("repetition_penalty", "no_repeat_ngram", "penalties",
+                                                           "dry")]
     else:
         assert names == STAGES[order]
     for step in trace.steps:
@@ -125,6 +126,14 @@ def test_beam_search_with_penalties_in_each_order(llama, order):
     trace = round_trip(decode(llama, PROMPT, config))
     plain = decode(llama, PROMPT, DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=6))
     assert trace.best.token_ids != plain.best.token_ids           # the penalties changed the search
+    if order == "transformers":                                   # and no 3-gram of the context repeats
+        context = trace.prompt_token_ids + trace.best.token_ids
+        grams = [tuple(context[i:i + 3]) for i in range(len(context) - 2)]
+        assert len(grams[-6:]) == len(set(grams[-6:]) - set(grams[:-6]))
+    else:                                                         # presence, frequency (and DRY) on top of it
+        repetition = decode(llama, PROMPT, DecodeConfig(strategy="beam", num_beams=3, max_new_tokens=6,
+                                                        repetition_penalty=penalties["repetition_penalty"]))
+        assert trace.best.token_ids != repetition.best.token_ids
 
 
 def test_beam_search_in_vllm_order_penalises_prompt_tokens_and_counts_output():

@@ -101,3 +101,15 @@ def test_greedy_with_no_repeat_ngram_matches_generate(tiny, size):
     context = trace.prompt_token_ids + trace.best.token_ids
     grams = [tuple(context[i:i + size]) for i in range(len(context) - size + 1)]
     assert len(grams) == len(set(grams))          # and no n-gram occurs twice in the whole context
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_beam_with_no_repeat_ngram_matches_generate(tiny, size):
+    cfg = DecodeConfig(strategy="beam", num_beams=3, num_return_sequences=3, max_new_tokens=10,
+                       no_repeat_ngram_size=size, repetition_penalty=1.2)
+    trace = decode(tiny, "The capital of France is", cfg)
+    out = generate_ids(tiny, trace.prompt_token_ids, do_sample=False, num_beams=3, num_return_sequences=3,
+                       max_new_tokens=10, no_repeat_ngram_size=size, repetition_penalty=1.2)
+    P = len(trace.prompt_token_ids)
+    assert [s.token_ids for s in trace.sequences] == [strip_generated(row, P, None, tiny.eos_token_ids)
+                                                      for row in out]
