@@ -226,3 +226,10 @@ def test_the_stage_view_recomputes_a_mirostat_step_with_its_recorded_mu(llama):
                            prompt_length=len(trace.prompt_token_ids), mu=recorded.state["mu"]).stages[-1]
     assert again.state["mu"] == recorded.state["mu"] and again.kept_count == recorded.kept_count
     assert again.probs == pytest.approx(recorded.probs, abs=1e-5)
+
+
+def test_a_file_with_more_stages_than_a_chain_has_is_refused(stated):
+    data = json.loads(json.dumps(stated))
+    data["steps"][0]["stages"] = data["steps"][0]["stages"][:1] * 40
+    with pytest.raises(TraceFormatError, match="40 stages; a chain has at most 19"):
+        Trace.from_json(json.dumps(data))
