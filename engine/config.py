@@ -18,6 +18,12 @@ STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative")
 # the temperature stage with a range; mirostat truncates and carries μ)
 STAGE_NAMES = ("repetition_penalty", "no_repeat_ngram", "penalties", "dry", "grammar", "temperature", "top_h",
                "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc", "epsilon", "eta", "mirostat")
+# the state a stateful stage records at each step (engine.trace.Stage.state), each entry's bounds
+STAGE_STATE_KEYS = {"mirostat": {"mu": (-1e6, 1e6), "mu_next": (-1e6, 1e6)},
+                    "xtc": {"draw": (0.0, 1.0), "fired": None},
+                    "dry": {"run": (0, 1 << 20), "penalised": (0, 1 << 21)},
+                    "temperature": {"temperature": (0.0, 1e6)},
+                    "penalties": {"window": (0, 1 << 21)}}
 WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
 FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
@@ -267,6 +273,9 @@ class DecodeConfig:
             bad("dynatemp_exponent", f"must be in (0, 100], got {self.dynatemp_exponent:g}")
         if self.mirostat not in (0, 1, 2):
             bad("mirostat", f"must be 0 (off), 1 or 2, got {self.mirostat}")
+        if self.mirostat and self.strategy not in WARPED_STRATEGIES:
+            bad("mirostat", f"draws one token per step from its own truncation, so it needs a sampling strategy "
+                            f"({', '.join(WARPED_STRATEGIES)}), not {self.strategy}")
         if not 0 < self.mirostat_tau <= 100:
             bad("mirostat_tau", f"must be in (0, 100] bits, got {self.mirostat_tau:g}")
         if not 0 < self.mirostat_eta <= 1:

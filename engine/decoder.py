@@ -21,6 +21,7 @@ from .grammar import grammar_record
 from .model import LoadedModel
 from .record import candidates_record, feedback_record, kv_record
 from .runner import Forward, Runner
+from .chain_stage import accept, carry
 from .stages import staged_scores, stages_record
 from .tokens import encode_prompt
 from .trace import FeedBack, Sequence, Step
@@ -92,7 +93,8 @@ class Decoder(Runner):
 
         dist = candidates_record(lm, logits, shaped, config.top_n, must_include=(token,))
         stages = stages_record(lm.token_texts, self.processors, logits, staged,
-                               [c.token_id for c in dist.candidates])
+                               [c.token_id for c in dist.candidates], chosen=token)
+        accept(self.processors, context, token)          # a stage that carries state (mirostat's μ) learns
         kv = kv_record(lm.facts.kv_bytes_per_token, rows_per_beam=fwd.cache_rows, cache_bytes=fwd.cache_bytes,
                        beams=1, appended=fwd.appended, copied=0, cached_sequences=[context[0].tolist()])
         grammar = None
@@ -154,6 +156,7 @@ class Decoder(Runner):
         forced = {k: v for k, v in self.forced.items() if k < at}
         forced[at] = int(token)
         child = Decoder(self.lm, self.prompt, self.config, forced=forced)
+        carry(self.processors, child.processors)     # what its stages learnt before `at` (mirostat's μ)
         if not 0 < at < len(self.steps):
             return child
         past = prefix_cache(self._past, len(self.prompt_ids) + at - 1)
@@ -171,6 +174,7 @@ class Decoder(Runner):
         generator's state, so stepping either one leaves the other as it was. None where the cache
         cannot be copied (the caller decodes afresh instead)."""
         child = Decoder(self.lm, self.prompt, self.config, forced=self.forced)
+        carry(self.processors, child.processors)
         if not self.steps:
             return child
         past = prefix_cache(self._past, len(self.prompt_ids) + len(self.steps) - 1)

@@ -21,7 +21,10 @@ from .config import DecodeConfig
 from .grammar import GrammarMask
 from .kv import cache_size
 from .model import LoadedModel
+from .chain_stage import prepare
+from .sampler_order import HISTORY_STAGES
 from .shaping import build_processors
+from .stages import stage_name
 from .tokens import encode_prompt
 from .trace import Node, Sequence, Step, Trace
 
@@ -70,10 +73,12 @@ class Runner:
         self.lm, self.prompt, self.config = lm, prompt, config
         self.prompt_ids = encode_prompt(lm, prompt, config.chat, config.max_new_tokens)
         self.processors = build_processors(config)
+        prepare(self.processors, prompt_length=len(self.prompt_ids), token_texts=lm.token_texts)
         self.grammar: GrammarMask | None = None
-        if config.grammar_kind:          # after the repetition penalty, before the warpers, as generate runs it
+        if config.grammar_kind:          # after the stages that read the history, before the warpers, as generate
             self.grammar = GrammarMask(lm, config.grammar_kind, config.grammar, len(self.prompt_ids))
-            self.processors.insert(1 if config.repetition_penalty != 1.0 else 0, self.grammar)
+            history = [stage_name(p)[0] in HISTORY_STAGES for p in self.processors] + [False]
+            self.processors.insert(history.index(False), self.grammar)
         self.steps: list[Step] = []
         self.finished = False
         self._past = None                 # the transformers cache after the last forward pass

@@ -1,42 +1,61 @@
-"""Shape the next-token distribution with transformers' own logits processors.
+"""Shape the next-token distribution with transformers' own logits processors (or another engine's chain).
 
-The processors are built in the order `generate` applies them: repetition penalty
-first, then (for sampling-type strategies) temperature, top-k, top-p, min-p.
+The processors are built in the order `generate` applies them (GenerationMixin._get_logits_processor):
+the processors that read the history first (repetition penalty, no-repeat n-gram), then a user's processor
+(the grammar, inserted by the runner), then, for sampling-type strategies only, the warpers: temperature →
+top-h → top-k → top-p → min-p → typical → ε → η. llama.cpp's and vLLM's chains are in sampler_order.py.
 Choosing a token is a separate step (see decoder.py and beam.py); this module only shapes.
 """
 from __future__ import annotations
 
 import torch
 from transformers import (
+    EpsilonLogitsWarper,
+    EtaLogitsWarper,
     LogitsProcessorList,
     MinPLogitsWarper,
+    NoRepeatNGramLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
     TemperatureLogitsWarper,
+    TopHLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
+    TypicalLogitsWarper,
 )
 
 from .config import WARPED_STRATEGIES, DecodeConfig
-from .sampler_order import llama_cpp_processors
+from .sampler_order import llama_cpp_processors, vllm_processors
 
 
 def build_processors(config: DecodeConfig) -> LogitsProcessorList:
-    """The processor list `generate` would build for these settings (or llama.cpp's chain, when the config
-    asks for its order)."""
+    """The processor list `generate` would build for these settings (or llama.cpp's or vLLM's chain, when the
+    config asks for its order). Settings the order's engine lacks build no stage."""
     if config.sampler_order == "llama.cpp":
         return llama_cpp_processors(config)
+    if config.sampler_order == "vllm":
+        return vllm_processors(config)
     processors = LogitsProcessorList()
     if config.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(config.repetition_penalty))
+    if config.no_repeat_ngram_size > 0:
+        processors.append(NoRepeatNGramLogitsProcessor(config.no_repeat_ngram_size))
     if config.warped:
         if config.temperature != 1.0:
             processors.append(TemperatureLogitsWarper(config.temperature))
+        if config.top_h > 0.0:
+            processors.append(TopHLogitsWarper(top_h=config.top_h))
         if config.top_k != 0:
             processors.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
         if config.top_p < 1.0:
             processors.append(TopPLogitsWarper(top_p=config.top_p, min_tokens_to_keep=1))
         if config.min_p > 0.0:
             processors.append(MinPLogitsWarper(min_p=config.min_p, min_tokens_to_keep=1))
+        if config.typical_p < 1.0:
+            processors.append(TypicalLogitsWarper(mass=config.typical_p, min_tokens_to_keep=1))
+        if 0.0 < config.epsilon_cutoff < 1.0:
+            processors.append(EpsilonLogitsWarper(epsilon=config.epsilon_cutoff, min_tokens_to_keep=1))
+        if 0.0 < config.eta_cutoff < 1.0:
+            processors.append(EtaLogitsWarper(epsilon=config.eta_cutoff, min_tokens_to_keep=1))
     return processors
 
 
@@ -58,20 +77,33 @@ def varentropy(probs: torch.Tensor) -> torch.Tensor:
     return (probs * (logp + h.unsqueeze(-1)) ** 2).sum(-1)
 
 
+LABELS = {"repetition_penalty": "repetition penalty", "no_repeat_ngram": "no-repeat n-gram", "penalties": "penalties",
+          "dry": "DRY", "temperature": "temperature", "top_h": "top-h", "top_n_sigma": "top-nσ", "top_k": "top-k",
+          "typical_p": "typical-p", "top_p": "top-p", "min_p": "min-p", "xtc": "XTC threshold", "epsilon": "ε-cutoff",
+          "eta": "η-cutoff", "mirostat": "mirostat τ"}
+
+
 def describe(config: DecodeConfig) -> str:
-    """One line naming the shaping in force, for captions and the CLI."""
+    """One line naming the shaping in force, stage by stage in its chain's order, for captions and the CLI."""
+    from .stages import stage_name           # stages.py builds on this module
+
     parts = []
-    if config.repetition_penalty != 1.0:
-        parts.append(f"repetition penalty {config.repetition_penalty:g}")
-    if config.warped:
-        if config.temperature != 1.0:
-            parts.append(f"temperature {config.temperature:g}")
-        if config.top_k:
-            parts.append(f"top-k {config.top_k}")
-        if config.top_p < 1.0:
-            parts.append(f"top-p {config.top_p:g}")
-        if config.min_p > 0:
-            parts.append(f"min-p {config.min_p:g}")
-    if config.sampler_order == "llama.cpp" and config.strategy in WARPED_STRATEGIES and parts:
-        parts.append("in llama.cpp's order (temperature last)")
+    for processor in build_processors(config):
+        name, value = stage_name(processor)
+        part = f"{LABELS.get(name, name)} {value:g}"
+        if name == "penalties":
+            part = (f"penalties (repeat {config.repetition_penalty:g}, frequency {config.frequency_penalty:g}, "
+                    f"presence {config.presence_penalty:g}")
+            if config.sampler_order == "llama.cpp":
+                part += ", the whole context" if config.penalty_last_n < 0 else f", last {config.penalty_last_n}"
+            part += ")"
+        elif name == "temperature" and getattr(processor, "range", 0) > 0:
+            part += f" ± {config.dynatemp_range:g} (dynamic)"
+        elif name == "xtc":
+            part += f" (chance {config.xtc_probability:g})"
+        elif name == "mirostat":
+            part = f"mirostat v{config.mirostat} (τ {config.mirostat_tau:g}, η {config.mirostat_eta:g})"
+        parts.append(part)
+    if config.sampler_order != "transformers" and config.strategy in WARPED_STRATEGIES and parts:
+        parts.append(f"in {config.sampler_order}'s order")
     return ", ".join(parts) or "no shaping"

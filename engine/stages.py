@@ -1,24 +1,32 @@
-"""The sampler one stage at a time: the distribution after each of transformers' processors.
+"""The sampler one stage at a time: the distribution after each stage of the chain.
 
-`generate` applies its processors in a fixed order: repetition penalty, temperature,
-top-k, top-p, min-p (engine.shaping builds them in that order). Applying them one by
-one gives the same final scores as applying the list, and shows what each one did:
-which tokens it removed, how much probability they held, and the renormalised rest.
+`generate` applies its processors in a fixed order (engine.shaping builds them in that order; llama.cpp's
+and vLLM's chains are in sampler_order.py). Applying them one by one gives the same final scores as
+applying the list, and shows what each one did: which tokens it removed, how much probability they held,
+the renormalised rest, and, for a stage that carries state or draws (mirostat's μ, XTC's draw, DRY's run,
+the dynamic temperature, the penalties' window), that state at the step.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import (
+    EpsilonLogitsWarper,
+    EtaLogitsWarper,
     MinPLogitsWarper,
+    NoRepeatNGramLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
     TemperatureLogitsWarper,
+    TopHLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
+    TypicalLogitsWarper,
 )
 
+from .chain_stage import prepare
 from .grammar import GrammarMask
+from .sampler_order import skipped as skipped_settings
 from .shaping import build_processors
 from .trace import Stage, StageToken
 
@@ -37,9 +45,19 @@ def stage_name(processor) -> tuple:
         return "top_p", float(processor.top_p)
     if isinstance(processor, MinPLogitsWarper):
         return "min_p", float(processor.min_p)
+    if isinstance(processor, NoRepeatNGramLogitsProcessor):
+        return "no_repeat_ngram", float(processor.ngram_size)
+    if isinstance(processor, TopHLogitsWarper):
+        return "top_h", float(processor.top_h)
+    if isinstance(processor, TypicalLogitsWarper):
+        return "typical_p", float(processor.mass)
+    if isinstance(processor, EpsilonLogitsWarper):
+        return "epsilon", float(processor.epsilon)
+    if isinstance(processor, EtaLogitsWarper):
+        return "eta", float(processor.epsilon)
     if isinstance(processor, GrammarMask):
         return "grammar", 0.0
-    if hasattr(processor, "stage"):          # a stage of llama.cpp's chain (engine.sampler_order)
+    if hasattr(processor, "stage"):          # a stage of llama.cpp's or vLLM's chain (engine.sampler_order)
         return processor.stage
     return type(processor).__name__, float("nan")
 
@@ -54,9 +72,17 @@ def staged_scores(processors, input_ids: torch.Tensor, scores: torch.Tensor) -> 
     return out
 
 
+def stage_state(processor, chosen: int | None = None) -> dict:
+    """The state a stage had at the step it last shaped ({} for a stateless one); `chosen`: the token drawn."""
+    if hasattr(processor, "state"):
+        return processor.state(chosen)
+    return {}
+
+
 def stages_record(token_texts, processors, logits: torch.Tensor, staged: list, candidate_ids: list,
-                  cut_shown: int = CUT_SHOWN) -> list:
-    """logits: [vocab] raw float32 scores; staged: staged_scores(...) for them. One Stage per processor."""
+                  cut_shown: int = CUT_SHOWN, chosen: int | None = None) -> list:
+    """logits: [vocab] raw float32 scores; staged: staged_scores(...) for them. One Stage per processor.
+    chosen: the token drawn at this step, when known (mirostat's next μ depends on it)."""
     stages = []
     previous, previous_probs = logits, torch.softmax(logits, dim=-1)
     previous_cut = torch.isneginf(logits)
@@ -75,7 +101,8 @@ def stages_record(token_texts, processors, logits: torch.Tensor, staged: list, c
             name=name, value=value, kept_count=int(cut.numel() - int(cut.sum())), cut_count=cut_count,
             removed_mass=float(previous_probs[removed].sum()), probs=probs[ids].tolist(),
             top_id=top, top_text=token_texts[top], top_prob=float(probs[top]),
-            cut=[StageToken(int(i), token_texts[int(i)], float(previous_probs[i])) for i in listed]))
+            cut=[StageToken(int(i), token_texts[int(i)], float(previous_probs[i])) for i in listed],
+            state=stage_state(processor, chosen)))
         previous, previous_probs, previous_cut = after, probs, cut
     return stages
 
@@ -88,6 +115,7 @@ class OrderedChain:
     stages: list           # [Stage]
     kept: torch.Tensor     # [V] bool
     staged: list           # [[1, V]] the scores after each stage
+    skipped: list = field(default_factory=list)   # settings that are on but have no stage in this order
 
     def dropped_by(self, token_id: int) -> str | None:
         """The name of the stage that removed `token_id` (None when the chain keeps it)."""
@@ -98,10 +126,21 @@ class OrderedChain:
 
 
 def chain_in_order(token_texts, config, context: torch.Tensor, logits: torch.Tensor, candidate_ids: list,
-                   order: str) -> OrderedChain:
-    """The step's stages, recomputed from its raw logits [V], in `order` ('transformers' or 'llama.cpp')."""
-    processors = build_processors(config.replace(sampler_order=order))
+                   order: str, prompt_length: int | None = None, mu: float | None = None) -> OrderedChain:
+    """The step's stages, recomputed from its raw logits [V], in `order` ('transformers', 'llama.cpp' or
+    'vllm'). Settings the order lacks are skipped (listed in `skipped`), not refused. context: [1, n] the
+    prompt and the tokens before the step; prompt_length: how many of them are the prompt (vLLM's frequency
+    and presence count the rest; without it, all of them); mu: mirostat's μ at the step, as the decode
+    recorded it (without it, μ is the one this process learnt for the context, or its start, 2τ)."""
+    in_order = config.replace(sampler_order=order)
+    processors = build_processors(in_order)
+    prepare(processors, prompt_length=prompt_length, token_texts=token_texts)
+    if mu is not None:
+        for processor in processors:
+            if hasattr(processor, "mu_by_context"):
+                processor.mu_by_context[processor.key(context[0].tolist())] = float(mu)
     staged = staged_scores(processors, context, logits[None])
     final = staged[-1][0] if staged else logits
     return OrderedChain(order=order, stages=stages_record(token_texts, processors, logits, staged, candidate_ids),
-                        kept=~torch.isneginf(final), staged=staged)
+                        kept=~torch.isneginf(final), staged=staged,
+                        skipped=skipped_settings(in_order, [stage_name(p)[0] for p in processors]))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
+from ..chain_stage import prepare
 from ..shaping import build_processors, shape
 from ..tokens import encode_prompt
 from .drafts import make_draft
@@ -102,6 +103,7 @@ def first_position(lm, prompt: str, config, draft_lm=None) -> tuple[torch.Tensor
     config.validate(lm.facts.vocab_size)
     processors = build_processors(config)
     context = encode_prompt(lm, prompt, config.chat, 1)
+    prepare(processors, prompt_length=len(context), token_texts=lm.token_texts)   # all of it is prompt here
     rows = []
 
     def choose(raw, ctx):

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, STAGE_NAMES
+from ..config import (LLAMA_CPP_SAMPLERS, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, STAGE_NAMES,
+                      STAGE_STATE_KEYS)
 from ..errors import TraceFormatError, quoted
 from ..served.numbers import LEARNT, NUMBERS
 from .mask import allowed_count, allows, packed_mask
@@ -31,6 +32,7 @@ MAX_PROMPT_TOKENS = 32_768 # when the file does not say its context length; page
 MAX_PROMPT_CLAIM = 131_072 # whatever context length the file claims: the longest prompt a file may hold
 MAX_GRAMMAR_REMOVED = 10   # the recorder keeps the 10 most likely tokens a grammar removed
 MAX_STAGE_CUT = 20         # the recorder keeps the first 20 tokens a stage removed
+MAX_STAGES = 2 * len(LLAMA_CPP_SAMPLERS) + 1   # a custom llama.cpp list may name a sampler twice; and a grammar
 STATUSES = ("kept", "pruned", "finished")
 DRAFT_STATUSES = ("kept", "rejected", "unchecked")
 NEXT_KINDS = ("corrected", "bonus", "none")
@@ -189,12 +191,12 @@ class _Checker:
                 self.feedback(step.feedback, f"{where}, feedback")
             if step.kv is not None:
                 self.kv(step.kv, f"{where}, kv")
+            if len(step.stages) > MAX_STAGES:
+                _fail(f"{where}: {len(step.stages)} stages; a chain has at most {MAX_STAGES}")
             for k, stage in enumerate(step.stages):
                 self.stage(stage, len(step.candidates), f"{where}, stage {k + 1}")
             if step.grammar is not None:
                 self.grammar(step, f"{where}, grammar")
-            if len(step.stages) > len(STAGE_NAMES):
-                _fail(f"{where}: {len(step.stages)} stages; transformers applies at most {len(STAGE_NAMES)}")
 
     def stage(self, stage, candidates: int, where: str) -> None:
         """One sampler stage: counts within the vocabulary, shares in [0, 1], one prob per candidate."""
@@ -217,6 +219,28 @@ class _Checker:
         for j, token in enumerate(stage.cut):
             self.token(token.token_id, f"{where}, cut token {j + 1}")
             _share(token.prob, f"{where}, cut token {j + 1}", "prob")
+        self.stage_state(stage, where)
+
+    def stage_state(self, stage, where: str) -> None:
+        """A stateful stage's state: only the entries its stage records, each of its kind and within bounds."""
+        allowed = STAGE_STATE_KEYS.get(stage.name, {})
+        for key, value in stage.state.items():
+            if key not in allowed:
+                _fail(f"{where}: a {stage.name} stage records no state '{key[:20]}'"
+                      + (f" (it records {', '.join(allowed)})" if allowed else ""))
+            bounds = allowed[key]
+            if bounds is None:
+                if not isinstance(value, bool):
+                    _fail(f"{where}: state '{key}' must be true or false, got {quoted(value)}")
+                continue
+            if isinstance(value, bool):
+                _fail(f"{where}: state '{key}' must be a number, got {quoted(value)}")
+            _finite(value, where, f"state '{key}'")
+            low, high = bounds
+            if isinstance(low, int) and value != int(value):
+                _fail(f"{where}: state '{key}' must be a whole number, got {value:g}")
+            if not low <= value <= high:
+                _fail(f"{where}: state '{key}' must be between {low:g} and {high:g}, got {value:g}")
 
     def grammar(self, step, where: str) -> None:
         """A grammar's step: a mask of exactly the vocabulary's size holding `allowed` tokens, the chosen

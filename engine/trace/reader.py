@@ -280,7 +280,30 @@ def _stage(d) -> Stage:
                  kept_count=_field(d, "kept_count", _int), cut_count=_field(d, "cut_count", _int),
                  removed_mass=_field(d, "removed_mass", _num), probs=_each(d, "probs", _num),
                  top_id=_field(d, "top_id", _int), top_text=_field(d, "top_text", _str),
-                 top_prob=_field(d, "top_prob", _num), cut=_each(d, "cut", _stage_token, "cut token", default=[]))
+                 top_prob=_field(d, "top_prob", _num), cut=_each(d, "cut", _stage_token, "cut token", default=[]),
+                 state=_field(d, "state", _stage_state, default={}))
+
+
+MAX_STATE_KEYS = 4          # the most a stage records (config.STAGE_STATE_KEYS)
+
+
+def _stage_state(value) -> dict:
+    """A stage's state: an object of at most a few short names, each a finite number or true/false."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {_kind(value)}")
+    if len(value) > MAX_STATE_KEYS:
+        raise ValueError(f"a stage's state has at most {MAX_STATE_KEYS} entries, got {len(value):,}")
+    out = {}
+    for key, item in value.items():
+        if len(key) > 20:
+            raise ValueError(f"a state entry's name is at most 20 characters, got '{key[:20]}…'")
+        if isinstance(item, bool):
+            out[key] = item
+        elif item is None:
+            raise ValueError(f"state '{key}': expected a number or true/false, got null")
+        else:
+            out[key] = _num(item)
+    return out
 
 
 MAX_MASK_TEXT = 200_000        # a packed mask of 262,144 tokens is at most ~45,000 characters

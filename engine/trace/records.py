@@ -65,8 +65,8 @@ class StageToken:
 
 @dataclass(frozen=True)
 class Stage:
-    """The distribution after one logits processor, in the order transformers applies them."""
-    name: str            # repetition_penalty | temperature | top_k | top_p | min_p
+    """The distribution after one stage of the sampler chain, in the order its engine applies them."""
+    name: str            # one of config.STAGE_NAMES: repetition_penalty | temperature | top_k | top_p | min_p | ...
     value: float         # the setting (1.3, 0.7, 50, 0.9, 0.05)
     kept_count: int      # tokens still possible after this stage
     cut_count: int       # tokens this stage removed
@@ -76,6 +76,10 @@ class Stage:
     top_text: str
     top_prob: float
     cut: list = field(default_factory=list)   # [StageToken] the first tokens it removed, in rank order
+    # a stateful stage's state at this step, plain numbers and booleans (STAGE_STATE_KEYS says which keys):
+    # mirostat {"mu", "mu_next"}, xtc {"draw", "fired"}, dry {"run", "penalised"}, temperature {"temperature"}
+    # (dynamic), penalties {"window"}; {} for a stateless stage
+    state: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
