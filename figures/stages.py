@@ -19,6 +19,7 @@ WORDS = {**english("pipeline", "stages_fig_", ("x", "y", "kept", "title", "chose
 CHOSEN = "#e45756"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#bab0ac")
 SHOWN = 8
+MANY = 6           # stages from which the legend goes above the plot and each tick's setting on its own line
 
 
 def stage_label(stage, names: dict) -> str:
@@ -32,8 +33,11 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.
     """Lines across the stages for the `shown` most likely raw candidates of `step` (a Step with stages)."""
     words = dict(WORDS, **(texts or {}))
     labels = [words["raw"]] + [stage_label(s, words) for s in step.stages]
-    ticks = [labels[0]] + [f"{label}<br>{words['kept'].format(n=f'{s.kept_count:,}')}"
-                           for label, s in zip(labels[1:], step.stages)]
+    many = len(step.stages) >= MANY
+    # with many stages, a tick's setting goes on a line of its own: the ticks stay level and apart
+    names = [label.rsplit(" ", 1) if many else [label] for label in labels[1:]]
+    ticks = [labels[0]] + ["<br>".join([*name, words["kept"].format(n=_count(s.kept_count, many))])
+                           for name, s in zip(names, step.stages)]
     order = sorted(range(len(step.candidates)), key=lambda i: step.candidates[i].rank)
     chosen = step.chosen_ids[0] if step.chosen_ids else None
     picked = order[:shown]
@@ -59,7 +63,15 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.
         xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=list(range(len(labels))), ticktext=ticks),
         yaxis=dict(title=dict(text=words["y"]), range=[0, 1.02]),
         legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"), hovermode="closest")
+    if many:     # the legend above the plot, which keeps the window's width for the stages
+        fig.update_layout(height=500, margin=dict(l=60, r=20, t=120, b=110), xaxis_tickangle=0,
+                          legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     return fig
+
+
+def _count(n: int, short: bool) -> str:
+    """A kept count for a tick: 49,152; with many stages, a vocabulary-sized count as 49k (the table has it whole)."""
+    return f"{n / 1000:.0f}k" if short and n >= 10_000 else f"{n:,}"
 
 
 def _logprob(p) -> str:

@@ -117,7 +117,8 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
                 for stage in step.stages]
         if not any(row[t("pipeline.col_state")] for row in rows):       # no stage with a state: no column
             rows = [{k: v for k, v in row.items() if k != t("pipeline.col_state")} for row in rows]
-        st.dataframe(rows, hide_index=True, width="stretch")
+        st.dataframe(rows, hide_index=True, width="stretch",
+                     column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium")})
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
             render_orders(step, config, key, inputs, token_texts)
 
@@ -186,15 +187,21 @@ def _disputed_tokens(logits, chains: list) -> list:
 
 
 def _stage_word(chain, token: int) -> str:
+    """The name of the stage that dropped `token`, without its setting ('min-p', 'XTC', 'mirostat')."""
     name = chain.dropped_by(token) or ""
-    return t(f"pipeline.stage_{name}").format(value="").strip() if name in STAGE_NAMES else visible(name)
+    if name not in STAGE_NAMES:
+        return visible(name)
+    return t(f"pipeline.stage_{name}").format(value="").strip().rstrip("≥τ").strip()
 
 
 def _setting_name(name: str) -> str:
-    """A setting an order left out, by its label on the page (its field name if the page has none)."""
+    """A setting an order left out, by its label on the page (its field name if the page has none), in the
+    middle of a sentence: 'presence penalty', but 'DRY multiplier'."""
     key = f"samplers.{name}"
     text = t(key)
-    return text if text != key else visible(str(name))[:40]
+    if text == key:
+        return visible(str(name))[:40]
+    return text[0].lower() + text[1:] if len(text) > 1 and text[1].islower() else text
 
 
 def step_inputs(stepper):

@@ -34,6 +34,23 @@ def test_stage_lines_follow_each_candidate_through_the_stages():
     assert "&lt;b&gt;" in fig.data[2].name                # token text shown literally, never as markup
 
 
+def test_many_stages_keep_their_ticks_level_and_the_legend_above():
+    """Nine stages at 1280 px: each tick's setting on its own line, level ticks, a vocabulary-sized count short."""
+    many = [Stage(name=name, value=0.5, kept_count=kept, cut_count=0, removed_mass=0.0, probs=[0.5, 0.3, 0.2],
+                  top_id=9, top_text=" a", top_prob=0.5) for name, kept in
+            [("penalties", 49152), ("dry", 49152), ("top_n_sigma", 32), ("top_k", 32), ("typical_p", 11),
+             ("top_p", 7), ("min_p", 7), ("xtc", 4), ("temperature", 4)]]
+    fig = stages_figure(Step(**{**STEP.__dict__, "stages": many}),
+                        texts={"penalties": "penalties {value}", "dry": "DRY {value}", "top_n_sigma": "top-nσ {value}",
+                               "typical_p": "typical {value}", "xtc": "XTC ≥ {value}"})
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[1] == "penalties<br>0.5<br>kept 49k" and ticks[3] == "top-nσ<br>0.5<br>kept 32"
+    assert ticks[8] == "XTC ≥<br>0.5<br>kept 4"
+    assert fig.layout.xaxis.tickangle == 0 and fig.layout.legend.orientation == "h"
+    few = stages_figure(STEP)
+    assert few.layout.legend.orientation == "v" and few.layout.xaxis.tickangle is None
+
+
 def lens_of(ranks_by_layer):
     """One step; layer l gives the chosen token rank ranks_by_layer[l] and probability 0.1 * (l + 1)."""
     cells = [[LensCell(top_ids=[1], top_texts=["x"], top_probs=[0.9], chosen_prob=0.1 * (i + 1), chosen_rank=r)]
