@@ -8,9 +8,11 @@ of each first screen land in artifacts/screenshots/stage_<page>_<width>x<height>
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from browser_helpers import SCREENSHOTS, assert_no_exception, open_page, wait_idle
+from browser_helpers import ROOT, SCREENSHOTS, assert_no_exception, open_page, wait_idle
 
 # page -> Streamlit key (prefix) of its main figure
 MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare": "cmp_chart",
@@ -72,6 +74,13 @@ def stage_drawn_at(page, key: str, width: int, height: int, tries: int = 60) -> 
         box = now
 
 
+# Step by step opens sampling in llama.cpp's order with nine stages on (penalties, DRY, top-nσ, top-k, typical,
+# top-p, min-p, XTC, dynamic temperature), on a prompt that repeats itself, so that its stage view is looked at too
+NINE_STAGES = ("strategy=sample&sampler_order=llama.cpp&temperature=0.8&dynatemp_range=0.5&top_k=40&top_p=0.95"
+               "&min_p=0.05&typical_p=0.95&presence_penalty=0.5&dry_multiplier=0.8&top_n_sigma=2&xtc_probability=0.5"
+               "&prompt=One%2C+two%2C+three%2C+four.+One%2C+two%2C")
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(MAIN_FIGURE))
 def test_main_figure_is_on_the_first_screen(context, server, name, lang):
@@ -81,7 +90,8 @@ def test_main_figure_is_on_the_first_screen(context, server, name, lang):
         for n, (width, height) in enumerate(SCREENS):
             page.set_viewport_size({"width": width, "height": height})      # the first: before the page is drawn
             if n == 0:
-                open_page(page, server, name, f"present=1&tour=0&lang={lang}&max_new_tokens=6")
+                extra = f"&{NINE_STAGES}" if name == "step_by_step" else ""
+                open_page(page, server, name, f"present=1&tour=0&lang={lang}&max_new_tokens=6{extra}")
                 assert_no_exception(page, server)
                 page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
             stage_drawn_at(page, key, width, height)
@@ -90,9 +100,45 @@ def test_main_figure_is_on_the_first_screen(context, server, name, lang):
             page.screenshot(path=str(SCREENSHOTS / f"stage_{name}_{width}x{height}{suffix}.png"))  # first screen
             problems = first_screen_problems(page, key)
             assert not problems, (name, lang, width, height, problems)
+            if name == "step_by_step" and n == 0:
+                nine_stages_readable(page, lang)
         assert_no_exception(page, server)
     finally:
         page.close()
+
+
+def nine_stages_readable(page, lang: str) -> None:
+    """The stage view at 1280x720 with nine stages on: every stage has its tick, no tick's text runs into
+    another's, each lies inside the figure, and every stage's row has its state where the stage has one.
+    Then back to the top, for the next size's first screen."""
+    words = json.loads((ROOT / "assets" / "texts" / lang / "pipeline.json").read_text(encoding="utf-8"))
+    page.get_by_text(words["stages_title"]).first.click()
+    figure = page.locator('[class*="st-key-sbs_stages_fig"] .js-plotly-plot').first
+    figure.locator(".xtick").nth(9).wait_for()
+    wait_idle(page)
+    figure.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)           # Plotly draws the ticks at the expander's width
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"stage_view_nine_stages_1280x720_{lang}.png"))
+    found = figure.evaluate("""(plot) => {
+        const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+        const ticks = [...plot.querySelectorAll('.xtick text')].map(e => e.getBoundingClientRect())
+            .map(r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom}));
+        return {svg: {left: svg.left, right: svg.right, top: svg.top, bottom: svg.bottom}, ticks};
+    }""")
+    ticks, svg = sorted(found["ticks"], key=lambda r: r["left"]), found["svg"]
+    assert len(ticks) == 10                                   # raw and nine stages
+    for a, b in zip(ticks, ticks[1:]):
+        assert a["right"] <= b["left"] + CUT, (lang, a, b)     # side by side, never over each other
+    for box in ticks:
+        assert svg["left"] - CUT <= box["left"] and box["right"] <= svg["right"] + CUT, (lang, box)
+        assert box["bottom"] <= svg["bottom"] + CUT, (lang, box)
+    table = page.locator('[data-testid="stExpander"]').filter(has_text=words["stages_title"]).first
+    assert table.get_by_text(words["col_state"]).count() >= 1
+    page.get_by_text(words["stages_title"]).first.click()      # closed again: the page as it opened
+    wait_idle(page)
+    page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); if (m) m.scrollTop = 0; }")
+    page.wait_for_function("() => ((document.querySelector('[data-testid=\"stMain\"]') || {}).scrollTop || 0) === 0")
 
 
 LARGE = (1920, 1080)
