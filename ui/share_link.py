@@ -9,6 +9,7 @@ from ui.settings import TABLE, URL_PROMPT_LIMIT, url_bytes
 
 
 SHARED_ALWAYS = {"max_new_tokens", "rerank_lp", "sd_layer"}    # defaults that differ by page, trace or model
+SAMPLER_TEXTS = {"dry_sequence_breakers", "samplers"}   # texts with one default everywhere: left out at it
 
 
 def _worth_sharing(key: str, text: str) -> bool:
@@ -16,6 +17,8 @@ def _worth_sharing(key: str, text: str) -> bool:
     takes that default anyway), so the link stays short enough to read and to fit its box on a projector.
     Texts always go, and the settings whose default depends on the page or the language (SHARED_ALWAYS)."""
     setting = TABLE.get(key)
+    if key in SAMPLER_TEXTS:
+        return text != setting.default
     if setting is None or key in SHARED_ALWAYS or setting.choices is None and setting.kind is str:
         return key != "present" or text != "0"
     default = setting.default
