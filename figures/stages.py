@@ -10,12 +10,13 @@ import math
 
 import plotly.graph_objects as go
 
+from engine.config import STAGE_NAMES
+
 from .labels import for_plotly
 from .words import english
 
 WORDS = {**english("pipeline", "stages_fig_", ("x", "y", "kept", "title", "chosen")),
-         **english("pipeline", "stage_", ("raw", "repetition_penalty", "temperature", "top_k", "top_p", "min_p",
-                                          "grammar"))}
+         **english("pipeline", "stage_", ("raw", *STAGE_NAMES))}
 CHOSEN = "#e45756"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#bab0ac")
 SHOWN = 8

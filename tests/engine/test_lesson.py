@@ -184,3 +184,13 @@ def test_a_bad_flag_answers_before_pytorch_is_imported(tmp_path):
             "except SystemExit as e:\n    print(e.code, 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["2", "False"] and done.stderr.startswith("error: argument --lang")
+
+
+def test_every_stage_of_every_chain_has_its_name_in_the_lessons_languages():
+    """The lesson page names a step's stages by `stage_<name>` (lesson.js); a stage without a text would show
+    its key."""
+    from engine.config import STAGE_NAMES
+
+    for lang in ("en", "zh"):
+        texts = json.loads((ROOT / "assets" / "texts" / lang / "lesson.json").read_text(encoding="utf-8"))
+        assert {f"stage_{name}" for name in STAGE_NAMES} <= set(texts), lang

@@ -91,3 +91,10 @@ def test_a_stage_name_from_a_file_is_text_not_a_template():
     odd = Stage("{0}<b>", 1.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)
     fig = stages_figure(Step(**{**STEP.__dict__, "stages": [odd]}))
     assert fig.layout.xaxis.ticktext[1].startswith("{0}&lt;b&gt; 1")
+
+
+def test_a_figure_without_the_pages_words_names_every_stage_in_english():
+    """A figure drawn outside the app (an export) names each engine's stage by its English label."""
+    odd = Stage("mirostat", 5.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)
+    fig = stages_figure(Step(**{**STEP.__dict__, "stages": [odd]}))
+    assert list(fig.layout.xaxis.ticktext) == ["raw", "mirostat τ 5<br>kept 3"]
