@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from engine import DecodeConfig, load_model
+from engine import DecodeConfig, LoadedModel, load_model
 from engine.chain_stage import prepare
 from engine.decoder import Decoder
 from engine.shaping import build_processors
@@ -48,7 +48,7 @@ def config(settings: dict, order: str, steps: int) -> DecodeConfig:
     return DecodeConfig(strategy="sample", sampler_order=order, max_new_tokens=steps + 1, seed=0, **settings)
 
 
-def step_times(lm, cfg: DecodeConfig) -> list:
+def step_times(lm: LoadedModel, cfg: DecodeConfig) -> list:
     """Seconds of each step after the prefill."""
     dec = Decoder(lm, PROMPT, cfg)
     dec.step()
@@ -60,7 +60,8 @@ def step_times(lm, cfg: DecodeConfig) -> list:
     return out
 
 
-def chain_seconds(lm, cfg: DecodeConfig, context: torch.Tensor, logits: torch.Tensor, repeats: int = 20) -> float:
+def chain_seconds(lm: LoadedModel, cfg: DecodeConfig, context: torch.Tensor, logits: torch.Tensor,
+                  repeats: int = 20) -> float:
     """Median seconds of the chain alone, one stage at a time with its records, on one step."""
     processors = build_processors(cfg)
     prepare(processors, prompt_length=context.shape[-1] // 2, token_texts=lm.token_texts)

@@ -238,7 +238,7 @@ def format_stages_table(trace) -> str:
 def _no_stages_note(config) -> str:
     """Why a trace has no stages: beam search records none (it applies the repetition penalty to every beam's
     log-probabilities, nothing else); the other strategies record each processor they apply."""
-    from .shaping import describe
+    from .stages import describe
 
     if config.strategy == "beam":
         applied = (f"it applies the {describe(config)} to every beam's log-probabilities"

@@ -23,7 +23,7 @@ from transformers import (
     TypicalLogitsWarper,
 )
 
-from .config import WARPED_STRATEGIES, DecodeConfig
+from .config import DecodeConfig
 from .sampler_order import llama_cpp_processors, vllm_processors
 
 
@@ -75,35 +75,3 @@ def varentropy(probs: torch.Tensor) -> torch.Tensor:
     logp = torch.where(probs > 0, probs.clamp_min(1e-45).log(), torch.zeros_like(probs))
     h = entropy(probs)
     return (probs * (logp + h.unsqueeze(-1)) ** 2).sum(-1)
-
-
-LABELS = {"repetition_penalty": "repetition penalty", "no_repeat_ngram": "no-repeat n-gram", "penalties": "penalties",
-          "dry": "DRY", "temperature": "temperature", "top_h": "top-h", "top_n_sigma": "top-nσ", "top_k": "top-k",
-          "typical_p": "typical-p", "top_p": "top-p", "min_p": "min-p", "xtc": "XTC threshold", "epsilon": "ε-cutoff",
-          "eta": "η-cutoff", "mirostat": "mirostat τ"}
-
-
-def describe(config: DecodeConfig) -> str:
-    """One line naming the shaping in force, stage by stage in its chain's order, for captions and the CLI."""
-    from .stages import stage_name           # stages.py builds on this module
-
-    parts = []
-    for processor in build_processors(config):
-        name, value = stage_name(processor)
-        part = f"{LABELS.get(name, name)} {value:g}"
-        if name == "penalties":
-            part = (f"penalties (repeat {config.repetition_penalty:g}, frequency {config.frequency_penalty:g}, "
-                    f"presence {config.presence_penalty:g}")
-            if config.sampler_order == "llama.cpp":
-                part += ", the whole context" if config.penalty_last_n < 0 else f", last {config.penalty_last_n}"
-            part += ")"
-        elif name == "temperature" and getattr(processor, "range", 0) > 0:
-            part += f" ± {config.dynatemp_range:g} (dynamic)"
-        elif name == "xtc":
-            part += f" (chance {config.xtc_probability:g})"
-        elif name == "mirostat":
-            part = f"mirostat v{config.mirostat} (τ {config.mirostat_tau:g}, η {config.mirostat_eta:g})"
-        parts.append(part)
-    if config.sampler_order != "transformers" and config.strategy in WARPED_STRATEGIES and parts:
-        parts.append(f"in {config.sampler_order}'s order")
-    return ", ".join(parts) or "no shaping"

@@ -49,7 +49,7 @@ class Distribution:
         """One line for every place a number is shown."""
         if self.kind == "model":
             return "the model's distribution (temperature 1, nothing cut)"
-        from ..shaping import describe
+        from ..stages import describe
 
         return f"the sampler's distribution ({describe(self.config())})"
 

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 import ui.shared_model
 from app_helpers import INTERVIEW, page_links
 from tiny_models import tiny_llama
+from ui.sampler_cards import CARDS, link_settings
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
@@ -107,11 +108,16 @@ def test_precision_in_the_sidebar_loads_in_it_and_the_facts_say_so(tiny_llama_fo
 
 
 def interview_links(lang: str) -> list:
+    """The demo links of the Interview page, less the sampler cards' (those ask in English on SmolLM2 in every
+    language, where a bundled test checks that each stage bites: they are checked to say so)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.query_params["lang"] = lang
     at.switch_page(INTERVIEW).run()
     assert not at.exception, at.exception
-    return [params for _, params in page_links(at)]
+    links = [params for _, params in page_links(at)]
+    cards = [p for p in links if any(link_settings(stage).items() <= p.items() for stage in CARDS)]
+    assert len(cards) == len(CARDS) and all(p["model"] == "smollm2-135m" for p in cards), cards
+    return [p for p in links if p not in cards]
 
 
 def test_chinese_demos_run_a_chinese_prompt_on_gemma(monkeypatch):
