@@ -6,7 +6,10 @@ Each app process is `python -m ui.serve` on 127.0.0.1 with one forward-pass thre
 GIL keeps a process near one core, so cores go to processes, not to threads) and the room's cookie secret:
 Streamlit signs its XSRF cookie with it, so an upload from a browser that moved to another process (its own
 died) is accepted there too. The secret is made when the room starts and lives only in the processes'
-environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process.
+environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process. With --served one
+llama.cpp server runs the bundled SmolLM2 for the whole room and the app processes hold no model (unless
+DECODESCOPE_MODELS names one too): DECODESCOPE_ROOM_SERVER tells them its address, and Step by step and Beam
+tree open on it without a Connect click; the pages that need the weights say so in one line.
 
 The run folder (default: the system's temporary folder, decodescope-room-PORT) holds the rendered haproxy.cfg,
 each process's log and room.json: the address, and the process ids and ports of the proxy, the app processes
@@ -121,14 +124,16 @@ def app_command(port: int) -> list:
             "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
 
 
-def model_server_command(port: int, threads: int) -> list:
+def model_server_command(port: int, threads: int, n_ctx: int) -> list:
     """llama-cpp-python's server on the bundled SmolLM2 GGUF. It answers one request at a time (its server
     has no parallel slots, unlike llama.cpp's own), so its threads are the machine's to size: one
-    forward pass at a time, as fast as the cores allow."""
+    forward pass at a time, as fast as the cores allow. It turns every context row's logits into
+    log-probabilities for each answer, so its context costs on every request: 16 tokens with their top 20 took
+    2.0 s at 512 and 4.1 s at 2,048 on two busy cores. A prompt past it gets the server's refusal, in one line."""
     from engine.model import bundled_gguf_path
 
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_gguf_path()), "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", "2048", "--n_threads", str(threads), "--n_threads_batch",
+            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch",
             str(threads), "--verbose", "false"]
 
 
@@ -174,15 +179,19 @@ class Room:
         env["DECODESCOPE_THREADS"] = os.environ.get("DECODESCOPE_THREADS", "1")
         if self.model_url is not None:
             env["DECODESCOPE_ROOM_SERVER"] = self.model_url
+            # the app processes hold no model unless DECODESCOPE_MODELS names one as well
             models = os.environ.get("DECODESCOPE_MODELS", "").strip()
-            if models and "served" not in [m.strip().lower() for m in models.split(",")]:
+            if not models:
+                env["DECODESCOPE_MODELS"] = "served"
+            elif "served" not in [m.strip().lower() for m in models.split(",")]:
                 env["DECODESCOPE_MODELS"] = models + ",served"
         return env
 
     def start_model_server(self) -> None:
         port = free_port()
         threads = model_server_threads(self.args.replicas)
-        self.model_server = Child("model", port, model_server_command(port, threads), dict(os.environ),
+        self.model_server = Child("model", port, model_server_command(port, threads, self.args.model_ctx),
+                                  dict(os.environ),
                                   self.run_dir / "model-server.log")
         self.model_server.start()
         self.model_url = f"http://127.0.0.1:{port}"
@@ -282,6 +291,8 @@ def parse(argv=None):
                         help="the first app process's port (the next ones follow; default PORT+1; 0: free ports)")
     parser.add_argument("--served", action="store_true",
                         help="start a llama.cpp server on the bundled model; Step by step opens on it")
+    parser.add_argument("--model-ctx", type=int, default=1024,
+                        help="the model server's context in tokens (prompt and new tokens; with --served)")
     parser.add_argument("--run-dir", type=Path, help="where the config, the logs and room.json go")
     parser.add_argument("--no-sticky", action="store_true",
                         help="no cookie: each request to the next process in turn (shows what the cookie is for)")
