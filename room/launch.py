@@ -4,9 +4,9 @@
 
 Each app process is `python -m ui.serve` on 127.0.0.1 with one forward-pass thread (DECODESCOPE_THREADS=1: the
 GIL keeps a process near one core, so cores go to processes, not to threads) and the room's cookie secret:
-Streamlit signs its XSRF cookie with it, so an upload from a browser that moved to another process (its own
-died) is accepted there too. The secret is made when the room starts and lives only in the processes'
-environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process. With --served one
+Streamlit signs its own cookies with it (its session middleware's, a sign-in's), so a browser that moved to
+another process (its own died) is recognised there too. The secret is made when the room starts and lives only
+in the processes' environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process. With --served one
 llama.cpp server runs the bundled SmolLM2 for the whole room and the app processes hold no model (unless
 DECODESCOPE_MODELS names one too): DECODESCOPE_ROOM_SERVER tells them its address, and Step by step and Beam
 tree open on it without a Connect click; the pages that need the weights say so in one line.
