@@ -51,12 +51,16 @@ def server_id(context) -> str | None:
     return {c["name"]: c["value"] for c in context.cookies()}.get(COOKIE)
 
 
-def alive(pid: int) -> bool:
+def ours_still_running(pid: int, run_dir: Path) -> bool:
+    """Whether `pid` is still one of the room's processes (an app process, or HAProxy on the room's file),
+    not a process that got the number after ours ended."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
         return False
-    return True
+    return "ui.serve" in cmdline or str(run_dir) in cmdline
 
 
 class Room:
@@ -114,7 +118,7 @@ def room(tmp_path_factory):
             proc.kill()
             proc.wait()
         for pid in room.pids:                          # whatever the launcher left, by its id
-            if alive(pid):
+            if ours_still_running(pid, run_dir):
                 os.kill(pid, signal.SIGKILL)
 
 
