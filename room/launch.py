@@ -6,10 +6,10 @@ Each app process is `python -m ui.serve` on 127.0.0.1 with one forward-pass thre
 GIL keeps a process near one core, so cores go to processes, not to threads) and the room's cookie secret:
 Streamlit signs its own cookies with it (its session middleware's, a sign-in's), so a browser that moved to
 another process (its own died) is recognised there too. The secret is made when the room starts and lives only
-in the processes' environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process. With --served one
-llama.cpp server runs the bundled SmolLM2 for the whole room and the app processes hold no model (unless
-DECODESCOPE_MODELS names one too): DECODESCOPE_ROOM_SERVER tells them its address, and Step by step and Beam
-tree open on it without a Connect click; the pages that need the weights say so in one line.
+in the processes' environment. DECODESCOPE_MODELS, like the rest of the environment, reaches every process.
+With --served one llama.cpp server runs the bundled SmolLM2 for the whole room and the app processes hold no
+model (unless DECODESCOPE_MODELS names one too): DECODESCOPE_ROOM_SERVER tells them its address, and Step by
+step and Beam tree open on it without a Connect click; the pages that need the weights say so in one line.
 
 The run folder (default: the system's temporary folder, decodescope-room-PORT) holds the rendered haproxy.cfg,
 each process's log and room.json: the address, and the process ids and ports of the proxy, the app processes
@@ -129,12 +129,14 @@ def model_server_command(port: int, threads: int, n_ctx: int) -> list:
     has no parallel slots, unlike llama.cpp's own), so its threads are the machine's to size: one
     forward pass at a time, as fast as the cores allow. It turns every context row's logits into
     log-probabilities for each answer, so its context costs on every request: 16 tokens with their top 20 took
-    2.0 s at 512 and 4.1 s at 2,048 on two busy cores. A prompt past it gets the server's refusal, in one line."""
+    2.0 s at 512 and 4.1 s at 2,048 on two busy cores. A prompt past it gets the server's refusal, in one line.
+    By default it cuts a streamed answer short when another request arrives (a class of 10 got 119 answers of
+    1 to 3 tokens in a minute): here each request waits for its turn instead."""
     from engine.model import bundled_gguf_path
 
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_gguf_path()), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch",
-            str(threads), "--verbose", "false"]
+            str(threads), "--interrupt_requests", "False", "--verbose", "false"]
 
 
 def model_server_threads(replicas: int, cores: int | None = None) -> int:

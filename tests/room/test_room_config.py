@@ -57,3 +57,14 @@ def test_model_server_threads_leave_a_core_per_app_process():
 def test_app_ports_follow_the_proxy_port_unless_given():
     assert parse(["--port", "9000"]).app_port_base == 9001
     assert parse(["--port", "9000", "--app-port-base", "0"]).app_port_base == 0
+
+
+def test_the_model_server_lets_each_request_finish():
+    """llama-cpp-python cuts a streamed answer short when another request arrives unless told not to: a class
+    sharing one server would see runs of one or two tokens."""
+    from room.launch import model_server_command
+
+    command = model_server_command(9000, threads=3, n_ctx=1024)
+    assert command[command.index("--interrupt_requests") + 1] == "False"
+    assert command[command.index("--n_threads") + 1] == "3" and command[command.index("--n_ctx") + 1] == "1024"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
