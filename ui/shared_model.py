@@ -55,6 +55,14 @@ def offers_served() -> bool:
     return pinned is None or SERVED in (n.lower() for n in pinned)
 
 
+def room_server() -> str | None:
+    """The model server the room's operator started beside the app processes (DECODESCOPE_ROOM_SERVER, set by
+    `python -m room --served`), when served models are offered: a session whose address names it connects
+    without a Connect click, since the operator chose it, not a link's author. None otherwise."""
+    url = os.environ.get("DECODESCOPE_ROOM_SERVER", "").strip()
+    return url if url and offers_served() else None
+
+
 def _bundled_or(name: str) -> str:
     """A bundled model's display name for any of its names ('bundled', 'gemma3-270m', ...), else `name`."""
     bundled = bundled_named(name) if name else None

@@ -17,7 +17,7 @@ from ui.limits import prompt_within_limit
 from ui.results import show_error
 from ui.settings import bounds, linkable, read, sync_url, url_value
 from ui.share_link import copy_link_control
-from ui.shared_model import SERVED, model_key, offers_served
+from ui.shared_model import SERVED, model_key, offered_models, offers_served, room_server
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,10 @@ def _choose_model() -> None:
 
 def _choice_of(model: str) -> str:
     served = st.session_state.get("_model_served")
-    if served is None:                # a new session: a link's `server` chooses a served model (not connected)
-        served = st.session_state["_model_served"] = bool(st.query_params.get("server"))
+    if served is None:                # a new session: a link's `server` chooses a served model (not connected),
+        # as does a room whose only model is its own model server
+        served = bool(st.query_params.get("server")) or (room_server() is not None and offered_models() == ())
+        st.session_state["_model_served"] = served
     if served and offers_served():
         return SERVED
     bundled = bundled_named(model)
@@ -140,13 +142,14 @@ def server_controls() -> None:
     """The server's address and model name (a link may fill both in) and Connect. No request leaves
     before the user presses Connect in this session: a link's author is not the user. The address
     is always shown as typed, never as Markdown."""
-    address = st.text_input(t("served.address"), value=url_value("server", ""), key="server",
+    address = st.text_input(t("served.address"), value=url_value("server", room_server() or ""), key="server",
                             placeholder="http://127.0.0.1:8000", help=t("served.address_help"))
     name = st.text_input(t("served.model_name"), value=url_value("served_model", ""), key="served_model",
                          help=t("served.model_name_help"))
     # an empty value is left out of the address (the URL memory skips empty ones)
     sync_url(server=address or None, served_model=name or None)
-    if st.button(t("served.connect"), key="served_connect", icon="🔌", help=t("served.connect_help")):
+    if st.button(t("served.connect"), key="served_connect", icon="🔌", help=t("served.connect_help")) \
+            or _room_connects(address):
         try:
             server = Server.connect(address, name.strip() or None, timeout=CONNECT_TIMEOUT_S)
         except ServedError as exc:     # one line; the connection (and the results) from before stay
@@ -161,6 +164,20 @@ def server_controls() -> None:
     st.caption(for_markdown(t("served.connected", model=server.model, kind=server.kind, url=server.url)))
     if not _same_address(address, server.url):
         st.caption(t("served.address_changed"))
+
+
+def _room_connects(address: str) -> bool:
+    """Connect without a click, once per session, when the address is the room's own model server (a tab that
+    came back to another app process of the room finds its model again). Any other address waits for Connect."""
+    room = room_server()
+    if room is None or st.session_state.get("_server") is not None or st.session_state.get("_room_connect_tried"):
+        return False
+    try:
+        same = check_url(room) == check_url(address)
+    except ServedError:
+        return False
+    st.session_state["_room_connect_tried"] = same
+    return same
 
 
 def _same_address(address: str, url: str) -> bool:

@@ -108,3 +108,20 @@ def test_navigation_exceptions_errors_and_the_end_of_a_run_are_read():
     assert read_forward(done, screen) == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
     assert screen.exceptions == ["ValueError: bad"] and screen.error_lines == ["K must be at least 1"]
     assert rerun_msg(screen).rerun_script.query_string == "step=3"
+
+
+def test_a_rooms_status_gives_the_proxy_and_every_process_to_watch(tmp_path):
+    import json
+
+    from bench.bench_class import read_room
+
+    assert read_room(tmp_path) is None                          # no room running there
+    (tmp_path / "room.json").write_text(json.dumps({
+        "url": "http://localhost:8080", "apps": [{"name": "app1", "pid": 11}, {"name": "app2", "pid": None},
+                                                 {"name": "app3", "pid": 13}],
+        "model_server": {"url": "http://127.0.0.1:9000", "pid": 20}}))
+    room = read_room(tmp_path)
+    assert room["url"] == "http://127.0.0.1:8080"                # the websockets go to the proxy's own address
+    assert room["pids"] == [11, 13, 20]                          # a process being started again has no id yet
+    assert room["model_server"] == "http://127.0.0.1:9000"
+    assert read_room(tmp_path / "room.json")["pids"] == [11, 13, 20]

@@ -20,7 +20,7 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
 # modules (an xdist group per module: its page pool and screenshots stay in one process), one at a time as it
 # frees up, so the long ones must not be left for the end of one worker's run.
 LONGEST_FIRST = ["test_hostile_uploads_browser.py", "test_app.py", "test_stage_browser.py",
-                 "test_bad_input_browser.py", "test_readable.py", "test_load.py"]
+                 "test_bad_input_browser.py", "test_readable.py", "test_load.py", "test_room_browser.py"]
 
 
 def pytest_collection_modifyitems(config, items):

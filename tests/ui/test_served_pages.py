@@ -388,3 +388,29 @@ def test_step_by_step_names_the_samplers_a_served_model_ignores(stub_server, no_
     [sent] = [body for body in stub_server.sent(url, "/v1/completions") if body.get("max_tokens") != 1 or
               body.get("mirostat_mode")]
     assert sent["mirostat_mode"] == 2 and "typical_p" not in sent
+
+
+# ---- a room's own model server (python -m room --served) -------------------------------------------------
+def test_a_room_opens_step_by_step_on_its_own_model_server_without_connect(stub_server, no_local_loads,
+                                                                          monkeypatch):
+    """The room's operator started the server: a session opens on it connected, with no link and no click
+    (a tab that came back to another app process finds its model again), while another address still waits."""
+    url = stub_server(COMPLETION)
+    monkeypatch.setenv("DECODESCOPE_ROOM_SERVER", url)
+    monkeypatch.setenv("DECODESCOPE_MODELS", "served")           # the app process holds no model
+    at = app("step_by_step")
+    assert not at.exception, at.exception
+    assert at.sidebar.selectbox(key="model_choice").value == "served"
+    assert at.sidebar.text_input(key="server").value == url
+    assert [s.chosen_texts[0] for s in at.session_state["sbs_served"].steps] == [" Paris", "."]
+    assert stub_server.requests(url)[0] == ("GET", "/v1/models")
+    for page in WEIGHT_PAGES:                                        # pages on the weights: one line, no chart
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, at.exception
+        assert SERVED["needs_weights"] in infos(at) and not charts(at)
+
+    other = stub_server(COMPLETION)                                  # a link to another server: Connect first
+    at = app("step_by_step", params={"server": other})
+    assert not at.exception, at.exception
+    assert SERVED["connect_first"] in infos(at)
+    assert stub_server.requests(other) == []

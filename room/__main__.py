@@ -1,0 +1,5 @@
+import sys
+
+from room.launch import main
+
+sys.exit(main())

@@ -1,0 +1,240 @@
+"""A room in a real browser: `python -m room` with two app processes behind HAProxy, all on 127.0.0.1.
+
+One room for the module, eight browser contexts (eight students) opened through the proxy once: the cookie
+spreads them over both processes and keeps each on its own for 20 Nexts; a trace downloaded from one process
+is uploaded to the other, both through the proxy; a second HAProxy without the cookie, on the same two
+processes, shows what the cookie is for (a session's download is found only on its own process, so a request
+that goes to the other finds nothing); then one process is killed, and its students' tabs land on the other
+with their settings and step, the same tokens decoded again, and a note saying so. Every process the room
+started is stopped by its id at the end, whatever happened (the launcher stops them; what is left is killed).
+Skipped, with the reason, when HAProxy is not installed (`make test` installs it as root).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+
+from browser_helpers import (ROOT, START_TIMEOUT_S, _die_with_parent, assert_no_exception, free_port, new_context,
+                             runs, shown_tokens, upload, wait_chart, wait_idle)
+from room.config import COOKIE, render
+from room.launch import haproxy_binary
+
+pytestmark = pytest.mark.skipif(
+    haproxy_binary() is None, reason="HAProxy is not installed (apt-get install haproxy; `make test` does it as root)")
+
+STUDENTS = 8
+NEXTS = 20
+PROMPT = "Once upon a time"
+NOTE = "The app's server process was restarted"          # the start of common.session_restarted (en)
+DOWNLOADED: dict = {}       # the trace download's address and the tab that made it, for the control
+
+
+def link(seed: int) -> str:
+    return urlencode({"prompt": PROMPT, "strategy": "sample", "seed": seed, "max_new_tokens": NEXTS + 4})
+
+
+def step_of(url: str) -> int:
+    return int(parse_qs(urlsplit(url).query).get("step", ["1"])[0])
+
+
+def server_id(context) -> str | None:
+    return {c["name"]: c["value"] for c in context.cookies()}.get(COOKIE)
+
+
+def ours_still_running(pid: int, run_dir: Path) -> bool:
+    """Whether `pid` is still one of the room's processes (an app process, or HAProxy on the room's file),
+    not a process that got the number after ours ended."""
+    import psutil
+
+    try:
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+    return "ui.serve" in cmdline or str(run_dir) in cmdline
+
+
+class Room:
+    """The launcher's process, its run folder, and every process id it ever reported (to stop what is left)."""
+
+    def __init__(self, proc: subprocess.Popen, run_dir: Path, port: int):
+        self.proc, self.run_dir, self.port = proc, run_dir, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.pids: set = set()
+
+    def status(self) -> dict:
+        status = json.loads((self.run_dir / "room.json").read_text(encoding="utf-8"))
+        self.pids |= {a["pid"] for a in status["apps"] if a["pid"]} | {status["proxy"]["pid"]}
+        return status
+
+    def app(self, name: str) -> dict:
+        return next(a for a in self.status()["apps"] if a["name"] == name)
+
+    def log(self) -> str:
+        return (self.run_dir / "room.out").read_text(encoding="utf-8", errors="replace")[-3000:]
+
+
+def _answering(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def room(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("room")
+    port = free_port()
+    with open(run_dir / "room.out", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "room", "--replicas", "2", "--port", str(port),
+                                 "--app-port-base", "0", "--run-dir", str(run_dir)], cwd=ROOT,
+                                env=dict(os.environ, DECODESCOPE_MODELS="bundled", PYTHONUNBUFFERED="1"),
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    room = Room(proc, run_dir, port)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ((run_dir / "room.json").is_file()
+                   and all(_answering(f"http://127.0.0.1:{a['port']}/_stcore/health") for a in room.status()["apps"])
+                   and _answering(room.url + "/_stcore/health")):
+            assert proc.poll() is None, f"the room exited with {proc.returncode}:\n{room.log()}"
+            assert time.monotonic() < deadline, f"the room did not answer within {START_TIMEOUT_S} s:\n{room.log()}"
+            time.sleep(0.5)
+        yield room
+    finally:
+        proc.send_signal(signal.SIGTERM)               # the launcher stops its processes by their ids
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for pid in room.pids:                          # whatever the launcher left, by its id
+            if ours_still_running(pid, run_dir):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def students(browser, room):
+    """Eight tabs through the proxy, each in its own browser context (its own cookie), each with its own seed."""
+    contexts = [new_context(browser) for _ in range(STUDENTS)]
+    try:
+        pages = [c.new_page() for c in contexts]
+        for i, page in enumerate(pages):            # all at once: the first runs overlap on the two processes
+            page.goto(f"{room.url}/step_by_step?{link(100 + i)}", wait_until="domcontentloaded")
+        for page in pages:
+            wait_idle(page)
+            wait_chart(page)
+        yield pages
+    finally:
+        for c in contexts:
+            c.close()
+
+
+def test_eight_students_spread_over_both_processes_and_each_stays_on_its_own(students):
+    first = [server_id(p.context) for p in students]
+    assert set(first) == {"app1", "app2"}, first
+    for page in students:
+        assert page.get_by_text(NOTE).count() == 0          # a first visit names no earlier session
+    for n in range(1, NEXTS + 1):
+        before = [runs(p) for p in students]
+        for page in students:                               # eight clicks go out together, as a class clicks
+            page.locator(".st-key-sbs_next button").first.click()
+        for page, count in zip(students, before):
+            wait_idle(page, after=count)
+        assert [step_of(p.url) for p in students] == [n + 1] * STUDENTS
+        assert [server_id(p.context) for p in students] == first
+    for page in students:
+        assert [s for s, _ in shown_tokens(page)] == list(range(1, NEXTS + 2))
+        assert_no_exception(page)
+
+
+def test_a_download_from_one_process_and_its_upload_to_the_other(students, tmp_path):
+    giver = next(p for p in students if server_id(p.context) == "app1")
+    taker = next(p for p in students if server_id(p.context) == "app2")
+    with giver.expect_download() as info:
+        giver.locator(".st-key-sbs_export_trace_json button").first.click()
+    path = tmp_path / "trace.json"
+    info.value.save_as(path)
+    trace = json.loads(path.read_text(encoding="utf-8"))
+    assert trace["prompt"] == PROMPT and len(trace["steps"]) == NEXTS + 1
+    students_media = info.value.url
+    upload(taker, "sbs_upload", path)                       # through the proxy, to the taker's own process
+    assert taker.get_by_text("Viewing a recorded trace").count() >= 1
+    assert_no_exception(taker)
+    DOWNLOADED.update(media=students_media, giver=giver)
+
+
+def test_without_the_cookie_a_request_that_moves_to_the_other_process_finds_nothing(room, students, tmp_path):
+    """The control: the same two processes behind a proxy that sends each request to the next one in turn.
+    The giver's trace lives in its own process: with the cookie every fetch finds it, without it every
+    other fetch lands on the other process, which has no such file."""
+    media, giver = DOWNLOADED["media"], DOWNLOADED["giver"]
+    path = urlsplit(media).path
+    cookie = {"Cookie": f"{COOKIE}={server_id(giver.context)}"}
+    sticky = [_status(f"{room.url}{path}", cookie) for _ in range(4)]
+    assert sticky == [200] * 4
+
+    port = free_port()
+    cfg = tmp_path / "roundrobin.cfg"
+    cfg.write_text(render([f"127.0.0.1:{a['port']}" for a in room.status()["apps"]], port, sticky=False))
+    proxy = subprocess.Popen([haproxy_binary(), "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+    try:
+        deadline = time.monotonic() + 30
+        while not _answering(f"http://127.0.0.1:{port}/_stcore/health"):
+            assert proxy.poll() is None and time.monotonic() < deadline, "the control proxy did not start"
+            time.sleep(0.2)
+        moving = [_status(f"http://127.0.0.1:{port}{path}", cookie) for _ in range(4)]
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=30)
+    assert sorted(moving) == [200, 200, 404, 404], moving
+
+
+def _status(url: str, headers: dict) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_a_process_that_dies_leaves_its_students_on_the_other_with_their_steps(room, students):
+    taker = next(p for p in students if p.get_by_text("Viewing a recorded trace").count())   # holds an upload now
+    before = {id(p): (p.url, shown_tokens(p), server_id(p.context)) for p in students}
+    dead = room.app("app1")
+    movers = [p for p in students if server_id(p.context) == "app1"]
+    stayers = [p for p in students if server_id(p.context) == "app2" and p is not taker]
+    os.kill(dead["pid"], signal.SIGKILL)
+    for page in movers:
+        page.get_by_text(NOTE).first.wait_for(state="visible", timeout=120_000)
+        wait_idle(page)
+        wait_chart(page)
+    for page in movers:
+        url, tokens, _ = before[id(page)]
+        assert server_id(page.context) == "app2"
+        assert parse_qs(urlsplit(page.url).query) == parse_qs(urlsplit(url).query)     # settings and step
+        assert shown_tokens(page) == tokens                  # decoded again on the other process: the same tokens
+        assert_no_exception(page)
+    for page in stayers:                                     # the other process's students saw nothing happen
+        assert page.get_by_text(NOTE).count() == 0 and shown_tokens(page) == before[id(page)][1]
+    mover = movers[0]                                        # and the moved student goes on from there
+    count = runs(mover)
+    mover.locator(".st-key-sbs_next button").first.click()
+    wait_idle(mover, after=count)
+    assert step_of(mover.url) == NEXTS + 2 and server_id(mover.context) == "app2"
+    deadline = time.monotonic() + 30                         # the room started the dead process again
+    while room.app("app1")["pid"] in (None, dead["pid"]):
+        assert time.monotonic() < deadline, room.log()
+        time.sleep(0.5)
+    assert room.app("app1")["restarts"] == 1
