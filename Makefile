@@ -98,10 +98,11 @@ models: setup
 	MARKER; [load_model(n) for n in ('smollm2-135m', 'gemma3-270m') if not (bundled_cache_dir(bundled_named(n)) / MARKER).is_file()]"
 
 # Every test in one run of three processes on the two cores, so that one test's waiting (a page drawing, a server
-# answering) is another's working time. A browser test file goes whole to one process (its xdist group, set in
-# tests/browser/conftest.py), which has its own app server and Chromium, shared by the files it takes; those
-# files start first, the longest first, and the other tests fill in around them. The 30 slowest are listed
-# (5: a selection with no test is fine). The pytest cache stays on: `make test ARGS=--lf` reruns the failures.
+# answering) is another's working time. A browser test file goes whole to one process (tests/scheduling.py), which
+# has its own app server and Chromium, shared by the files it takes; those files start first, the longest first
+# (tests/browser/conftest.py), and the other tests fill in around them, the ones on Gemma together. The 30
+# slowest are listed (5: a selection with no test is fine). The pytest cache stays on: `make test ARGS=--lf`
+# reruns the failures.
 TEST_WORKERS ?= 3
 test: setup-test served browser haproxy models
 	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(ARGS); \

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from served_fixtures import llama_server, stub_server  # noqa: F401  (tests/served, tests/ui, tests/browser)
+import scheduling
 import tiers
 from tiers import bundled_only_where_marked, processes_only_where_marked  # noqa: F401  (autouse)
 from tiny_models import ROOT, tiny_gpt2, tiny_llama, tiny_tokenizer  # noqa: F401
@@ -78,6 +79,11 @@ def gemma():
 
 def pytest_configure(config):
     tiers.register(config)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)      # before xdist's own; a hook only where xdist is installed
+def pytest_xdist_make_scheduler(config, log):
+    return scheduling.make_scheduler(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)      # before -m deselects by these markers

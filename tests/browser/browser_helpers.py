@@ -163,27 +163,45 @@ new MutationObserver((records) => {
   }
 }).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
                       attributeFilter: ['data-test-script-state']});
+// what the server sends: a run whose start and end reach the page together is drawn in one go, its state
+// attribute never changing, and only its messages say that the server answered
+window.__dsMsgs = 0; window.__dsMsgAt = 0;
+window.WebSocket = class extends window.WebSocket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', () => { window.__dsMsgs++; window.__dsMsgAt = performance.now(); });
+  }
+};
 """
 SEEN_WITHIN_MS = 30_000   # a run starts at once after the click that asks for it (the work comes after)
 # A run that ends and at once starts another (st.rerun, a fragment's whole-page rerun) is not "done": the server
 # starts the next in the same thread, and Chromium sees it ~20 ms later (measured on every page); none of the
 # app's widgets or charts sends a value on its own after drawing, so a short quiet time is enough.
 QUIET_MS = 300
+# A run seen only by its messages (its state attribute never changed) is over once they stop: a longer quiet
+# time, as the page may still be drawing what the last one brought.
+ANSWERED_QUIET_MS = 1000
 
 
 def runs(page) -> int:
     return page.evaluate("window.__dsRuns || 0")
 
 
-def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None) -> None:
+def messages(page) -> int:
+    return page.evaluate("window.__dsMsgs || 0")
+
+
+def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None, answered: int = -1) -> None:
     """Wait until no script run is in progress and none started for a moment.
 
     `after`: a run count taken before an action; then a new run must be seen, or, when none is seen
-    within SEEN_WITHIN_MS, the app must be idle and quiet after that."""
+    within SEEN_WITHIN_MS, the app must be idle and quiet after that. `answered`: the count of the server's
+    messages taken with it; more of them, then ANSWERED_QUIET_MS without one, also end the wait (a run too
+    fast for its state to be drawn)."""
     need = -1 if after is None else after
     try:
         try:
-            _wait_idle(page, need, min(timeout_ms, SEEN_WITHIN_MS) if need >= 0 else timeout_ms)
+            _wait_idle(page, need, min(timeout_ms, SEEN_WITHIN_MS) if need >= 0 else timeout_ms, answered)
         except Exception:
             if need < 0:
                 raise
@@ -202,29 +220,38 @@ def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None
             from exc
 
 
-def _wait_idle(page, need: int, timeout_ms: int) -> None:
+def _wait_idle(page, need: int, timeout_ms: int, answered: int = -1) -> None:
     page.wait_for_function(
-        """([need, quiet]) => {
+        """([need, quiet, answered, answeredQuiet]) => {
             const app = document.querySelector('[data-testid="stApp"]');
             if (!app || window.__dsRuns === undefined) return false;
             const state = app.getAttribute('data-test-script-state');
             const conn = app.getAttribute('data-test-connection-state');
-            return window.__dsRuns > need && state === 'notRunning' && conn === 'CONNECTED'
-                && performance.now() - window.__dsChanged > quiet
+            // a new document (the action followed a link) counts its runs from 0: any run of its own will do
+            const floor = need >= 0 && !window.__dsActing ? 0 : need;
+            const seen = window.__dsRuns > floor
+                || (answered >= 0 && window.__dsActing && window.__dsMsgs > answered
+                    && performance.now() - window.__dsMsgAt > answeredQuiet);
+            return seen && state === 'notRunning' && conn === 'CONNECTED'
+                && performance.now() - Math.max(window.__dsChanged, window.__dsMsgAt) > quiet
                 && !document.querySelector('[data-stale="true"]');
-        }""", arg=[need, QUIET_MS], timeout=timeout_ms, polling=50)
+        }""", arg=[need, QUIET_MS, answered, ANSWERED_QUIET_MS], timeout=timeout_ms, polling=50)
 
 
 def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     """Do something that makes the app rerun, and wait for that rerun (and any it triggers) to end."""
     wait_idle(page, timeout_ms)           # never act on a page in the middle of a run (stale copies, inert parts)
-    before = runs(page)
+    before, sent = runs(page), messages(page)
+    page.evaluate("window.__dsActing = true")    # gone if the action loads a new document (its runs count from 0)
     action()
-    wait_idle(page, timeout_ms, after=before)
+    wait_idle(page, timeout_ms, after=before, answered=sent)
 
 
-def upload(page, key: str, path_or_payload, shows=None) -> None:
+def upload(page, key: str, path_or_payload, shows=None, sent: bool = True) -> None:
     """Open the 'Open a trace file' expander and give the uploader with this key a file.
+
+    sent: False for a file the uploader refuses in the browser (over its size limit): no run follows, so none
+    is waited for (waiting for one would wait SEEN_WITHIN_MS in vain); `shows` then says when it is done.
 
     shows: a locator for what the page shows once it has read this file (its message). Replacing a file is two
     runs, the old file taken away and then the new one read, with the new file's transfer between them; on a
@@ -233,7 +260,11 @@ def upload(page, key: str, path_or_payload, shows=None) -> None:
     if not box.is_visible():
         page.get_by_text("Open a trace file").first.click()
     target = page.locator(f".st-key-{key} input[type=file]")
-    act(page, lambda: target.set_input_files(path_or_payload))
+    if sent:
+        act(page, lambda: target.set_input_files(path_or_payload))
+    else:
+        wait_idle(page)
+        target.set_input_files(path_or_payload)
     if shows is not None:
         try:
             shows.first.wait_for(state="attached", timeout=SEEN_WITHIN_MS)

@@ -16,11 +16,13 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
                              set_prompt, wait_idle)
 
 
-# The modules that take longest (minutes each on two cores), started first: `make test` gives each worker whole
-# modules (an xdist group per module: its page pool and screenshots stay in one process), one at a time as it
-# frees up, so the long ones must not be left for the end of one worker's run.
-LONGEST_FIRST = ["test_hostile_uploads_browser.py", "test_app.py", "test_stage_browser.py",
-                 "test_bad_input_browser.py", "test_readable.py", "test_load.py", "test_room_browser.py"]
+# The modules that take longest, started first (worker-seconds in a full run on a busy 2-core machine: 860, 625,
+# 330, 175, 165, 100, 110, 90): `make test` gives each process whole browser modules (tests/scheduling.py: a
+# module's page pool and screenshots stay in one process), one at a time as it frees up, so the long ones must
+# not be left for the end of one process's run.
+LONGEST_FIRST = ["test_app.py", "test_stage_browser.py", "test_room_browser.py", "test_hostile_uploads_browser.py",
+                 "test_first_screen_browser.py", "test_load.py", "test_served_browser.py", "test_bad_input_browser.py",
+                 "test_readable.py"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,8 +37,6 @@ def pytest_collection_modifyitems(config, items):
     # the browser tests first, longest modules first (a stable sort: each module's own order), the others after
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     ordered = sorted((items[p] for p in ours), key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))
-    for item in ordered:
-        item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).name))
     mine = set(ours)
     items[:] = ordered + [item for p, item in enumerate(items) if p not in mine]
 

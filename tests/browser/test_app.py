@@ -162,7 +162,8 @@ def test_a_copied_share_link_gives_the_same_text_in_another_session(browser, ser
     first = shown_tokens(page)
     assert len(first) == 4
     # the "Copy link" popover holds the address; press its copy button, then read the clipboard
-    act(page, lambda: page.locator("[data-testid='stSidebar'] [data-testid='stPopover'] button").first.click())
+    # opening a popover is the browser's alone (no rerun): wait for its box, not for a run
+    page.locator("[data-testid='stSidebar'] [data-testid='stPopover'] button").first.click()
     code = page.locator("[data-testid='stPopoverBody'] [data-testid='stCode'], [data-testid='stPopoverBody'] pre")
     code.first.wait_for(state="visible")
     link = code.first.inner_text().strip()

@@ -66,7 +66,7 @@ def open_copy_link(page):
     """Open the sidebar's copy-link box and return its body."""
     button = page.locator('[data-testid="stSidebar"] [data-testid="stPopover"] button').filter(
         has_text=texts("en", "common")["copy_link"]).first
-    act(page, lambda: button.click())
+    button.click()                      # the box opens in the browser alone: no run to wait for
     body = page.locator('[data-testid="stPopoverBody"]').first
     body.wait_for()
     page.wait_for_timeout(300)          # the box settles into place (an animation, not a wait for the app)

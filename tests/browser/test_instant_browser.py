@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from browser_helpers import act, assert_no_exception, open_page
+from browser_helpers import act, assert_no_exception, open_page, wait_idle
 
 PROMPT = "The capital of France is"
 TITLE = '[class*="st-key-sbs_chart"] .gtitle'
@@ -60,7 +60,7 @@ def release_and_settle(page, server, held, tokens: int, step: int) -> None:
     `step` and there is no exception."""
     release(held)
     page.wait_for_function(f"() => document.querySelectorAll(\"span[title^='step ']\").length === {tokens}")
-    act(page, lambda: None)
+    wait_idle(page)       # the released run's end (no new run is asked for: waiting for one would wait in vain)
     assert_no_exception(page, server)
     assert page.locator(TITLE).first.text_content().startswith(f"Step {step}:")
 
