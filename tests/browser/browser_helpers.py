@@ -238,13 +238,25 @@ def _wait_idle(page, need: int, timeout_ms: int, answered: int = -1) -> None:
         }""", arg=[need, QUIET_MS, answered, ANSWERED_QUIET_MS], timeout=timeout_ms, polling=50)
 
 
+def begin_action(page) -> int:
+    """Mark the page as acted on and return its run count: `wait_idle(page, after=...)` then waits for a run
+    that starts after this (a page that loads a new document forgets the mark and counts its runs from 0)."""
+    before = runs(page)
+    page.evaluate("window.__dsActing = true")
+    return before
+
+
 def act(page, action, timeout_ms: int = MODEL_TIMEOUT_MS) -> None:
     """Do something that makes the app rerun, and wait for that rerun (and any it triggers) to end."""
     wait_idle(page, timeout_ms)           # never act on a page in the middle of a run (stale copies, inert parts)
-    before, sent = runs(page), messages(page)
-    page.evaluate("window.__dsActing = true")    # gone if the action loads a new document (its runs count from 0)
+    sent = messages(page)
+    before = begin_action(page)
     action()
     wait_idle(page, timeout_ms, after=before, answered=sent)
+
+
+def _is_upload(response) -> bool:
+    return "/_stcore/upload_file" in response.url and response.request.method == "PUT"
 
 
 def upload(page, key: str, path_or_payload, shows=None, sent: bool = True) -> None:
@@ -261,7 +273,14 @@ def upload(page, key: str, path_or_payload, shows=None, sent: bool = True) -> No
         page.get_by_text("Open a trace file").first.click()
     target = page.locator(f".st-key-{key} input[type=file]")
     if sent:
-        act(page, lambda: target.set_input_files(path_or_payload))
+        # the file goes up by HTTP first, and only then does the page ask for a run: the server's messages are
+        # counted from the transfer's end (a message still arriving from before would pass for the answer while
+        # a busy server is still receiving the file)
+        wait_idle(page)
+        before = begin_action(page)
+        with page.expect_response(_is_upload, timeout=STEP_TIMEOUT_MS):
+            target.set_input_files(path_or_payload)
+        wait_idle(page, after=before, answered=messages(page))
     else:
         wait_idle(page)
         target.set_input_files(path_or_payload)

@@ -218,8 +218,9 @@ def test_a_json_download_and_its_upload(page, server, browser, tmp_path):
     try:
         page2 = other.new_page()
         open_page(page2, server, "step_by_step")
-        upload(page2, "sbs_upload", path)
-        assert page2.get_by_text("Viewing a recorded trace").count() >= 1
+        viewing = page2.get_by_text("Viewing a recorded trace")
+        upload(page2, "sbs_upload", path, shows=viewing)
+        assert viewing.count() >= 1
         # a recorded trace opens at its first step; step through it to its end
         for _ in range(len(trace.steps) - 1):
             click_key(page2, "sbs_next")

@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from browser_helpers import (ROOT, START_TIMEOUT_S, _die_with_parent, assert_no_exception, free_port, new_context,
-                             runs, shown_tokens, upload, wait_chart, wait_idle)
+from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, START_TIMEOUT_S, _die_with_parent, assert_no_exception,
+                             begin_action, free_port, new_context, shown_tokens, upload, wait_chart, wait_idle)
 from room.config import COOKIE, render
 from room.launch import haproxy_binary
 
@@ -45,6 +45,17 @@ def link(seed: int) -> str:
 
 def step_of(url: str) -> int:
     return int(parse_qs(urlsplit(url).query).get("step", ["1"])[0])
+
+
+def click_next(pages: list) -> None:
+    """Click Next on every page at once, as a class clicks, and wait for each to show the step after its own."""
+    wanted = [step_of(p.url) + 1 for p in pages]
+    counts = [begin_action(p) for p in pages]
+    for page in pages:
+        page.locator(".st-key-sbs_next button").first.click()
+    for page, step, count in zip(pages, wanted, counts):
+        page.wait_for_url(lambda url, step=step: step_of(url) == step, timeout=MODEL_TIMEOUT_MS)
+        wait_idle(page, after=count)
 
 
 def server_id(context) -> str | None:
@@ -145,11 +156,7 @@ def test_eight_students_spread_over_both_processes_and_each_stays_on_its_own(stu
     for page in students:
         assert page.get_by_text(NOTE).count() == 0          # a first visit names no earlier session
     for n in range(1, NEXTS + 1):
-        before = [runs(p) for p in students]
-        for page in students:                               # eight clicks go out together, as a class clicks
-            page.locator(".st-key-sbs_next button").first.click()
-        for page, count in zip(students, before):
-            wait_idle(page, after=count)
+        click_next(students)
         assert [step_of(p.url) for p in students] == [n + 1] * STUDENTS
         assert [server_id(p.context) for p in students] == first
     for page in students:
@@ -167,8 +174,9 @@ def test_a_download_from_one_process_and_its_upload_to_the_other(students, tmp_p
     trace = json.loads(path.read_text(encoding="utf-8"))
     assert trace["prompt"] == PROMPT and len(trace["steps"]) == NEXTS + 1
     students_media = info.value.url
-    upload(taker, "sbs_upload", path)                       # through the proxy, to the taker's own process
-    assert taker.get_by_text("Viewing a recorded trace").count() >= 1
+    viewing = taker.get_by_text("Viewing a recorded trace")
+    upload(taker, "sbs_upload", path, shows=viewing)        # through the proxy, to the taker's own process
+    assert viewing.count() >= 1
     assert_no_exception(taker)
     DOWNLOADED.update(media=students_media, giver=giver)
 
@@ -229,9 +237,7 @@ def test_a_process_that_dies_leaves_its_students_on_the_other_with_their_steps(r
     for page in stayers:                                     # the other process's students saw nothing happen
         assert page.get_by_text(NOTE).count() == 0 and shown_tokens(page) == before[id(page)][1]
     mover = movers[0]                                        # and the moved student goes on from there
-    count = runs(mover)
-    mover.locator(".st-key-sbs_next button").first.click()
-    wait_idle(mover, after=count)
+    click_next([mover])
     assert step_of(mover.url) == NEXTS + 2 and server_id(mover.context) == "app2"
     deadline = time.monotonic() + 30                         # the room started the dead process again
     while room.app("app1")["pid"] in (None, dead["pid"]):
