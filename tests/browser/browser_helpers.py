@@ -23,7 +23,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 START_TIMEOUT_S = 180          # the server answering /_stcore/health
-MODEL_TIMEOUT_MS = 300_000     # a cold first load de-quantises the bundled model (~30-45 s, slower on a busy CI)
+MODEL_TIMEOUT_MS = 300_000     # a cold first load de-quantises the bundled model (~15 s alone, minutes on a busy CI)
 STEP_TIMEOUT_MS = 120_000      # one rerun with a few forward passes, on a loaded 2-core machine
 
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "structured",
@@ -207,6 +207,7 @@ def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None
                 raise
             # no new run seen, and the app idle: a run so fast that it ended between two observations
             # would leave the count where it was; what counts is that the app is idle and quiet now
+            _note_slow_wait(page, need, answered)
             _wait_idle(page, -1, timeout_ms)
     except Exception as exc:
         state = page.evaluate("""() => { const a = document.querySelector('[data-testid="stApp"]');
@@ -218,6 +219,17 @@ def wait_idle(page, timeout_ms: int = MODEL_TIMEOUT_MS, after: int | None = None
             shot = None
         raise AssertionError(f"the app did not settle within {timeout_ms / 1000:.0f} s: {state} (screenshot {shot})") \
             from exc
+
+
+def _note_slow_wait(page, need: int, answered: int) -> None:
+    """With DECODESCOPE_WAIT_LOG set to a file: append the test and the address where a wait saw no run and no
+    answer within SEEN_WITHIN_MS (time lost waiting for what never came; a run seen but longer than that is
+    not noted)."""
+    log = os.environ.get("DECODESCOPE_WAIT_LOG")
+    floor = need if page.evaluate("!!window.__dsActing") else 0      # a new document counts from 0
+    if log and runs(page) <= floor and (answered < 0 or messages(page) <= answered):
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}\t{page.url}\n")
 
 
 def _wait_idle(page, need: int, timeout_ms: int, answered: int = -1) -> None:

@@ -27,7 +27,7 @@ def q(**values) -> str:
 
 # ---- the first load, with its progress bar -------------------------------------------------
 def test_first_load_shows_a_progress_bar_then_the_page(browser, tmp_path):
-    """A cold start: an empty model cache makes the app de-quantise the bundled model (~30-45 s)."""
+    """A cold start: an empty model cache makes the app de-quantise the bundled model (~15 s alone)."""
 
     cache = tmp_path / "cache"
     cache.mkdir()

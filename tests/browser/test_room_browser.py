@@ -25,7 +25,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 
 from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, START_TIMEOUT_S, _die_with_parent, assert_no_exception,
-                             begin_action, free_port, new_context, shown_tokens, upload, wait_chart, wait_idle)
+                             begin_action, free_port, messages, new_context, shown_tokens, upload, wait_chart,
+                             wait_idle)
 from room.config import COOKIE, render
 from room.launch import haproxy_binary
 
@@ -50,12 +51,13 @@ def step_of(url: str) -> int:
 def click_next(pages: list) -> None:
     """Click Next on every page at once, as a class clicks, and wait for each to show the step after its own."""
     wanted = [step_of(p.url) + 1 for p in pages]
+    sent = [messages(p) for p in pages]
     counts = [begin_action(p) for p in pages]
     for page in pages:
         page.locator(".st-key-sbs_next button").first.click()
-    for page, step, count in zip(pages, wanted, counts):
+    for page, step, count, answered in zip(pages, wanted, counts, sent):
         page.wait_for_url(lambda url, step=step: step_of(url) == step, timeout=MODEL_TIMEOUT_MS)
-        wait_idle(page, after=count)
+        wait_idle(page, after=count, answered=answered)
 
 
 def server_id(context) -> str | None:
