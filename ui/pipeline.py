@@ -89,11 +89,11 @@ def _number(value) -> str:
 
 
 def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False, inputs=None,
-                  token_texts=None) -> None:
+                  token_texts=None, tokenize=None) -> None:
     """The current step, stage by stage, in the chosen order (a served model's step has none), each with what it
     cut, the mass it removed and a stateful stage's state. inputs: a function giving (context [1, n], raw
-    logits [V], prompt length) of the step, when the model is at hand (its token_texts with it): then the same
-    settings are shown in every engine's order beside it."""
+    logits [V], prompt length) of the step, when the model is at hand (its token_texts and tokenize with it):
+    then the same settings are shown in every engine's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         order = getattr(config, "sampler_order", "transformers")
         st.caption(t("pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"))
@@ -120,10 +120,10 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         st.dataframe(rows, hide_index=True, width="stretch",
                      column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium")})
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
-            render_orders(step, config, key, inputs, token_texts)
+            render_orders(step, config, key, inputs, token_texts, tokenize)
 
 
-def render_orders(step, config, key: str, inputs, token_texts) -> None:
+def render_orders(step, config, key: str, inputs, token_texts, tokenize=None) -> None:
     """The same settings in every engine's order: the settings an order lacks and left out, each order's stages
     when their kept sets differ, and each token that one order keeps and another drops (what users of one
     engine call 'sampled despite min-p')."""
@@ -138,7 +138,7 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     # mirostat's μ at this step, as the decode recorded it: the chain recomputed here starts from it
     mu = next((s.state.get("mu") for s in step.stages if s.name == "mirostat" and getattr(s, "state", None)), None)
     chains = {order: chain_in_order(token_texts, config, context, logits, ids, order, prompt_length=prompt_length,
-                                    mu=mu) for order in ORDERS}
+                                    mu=mu, tokenize=tokenize) for order in ORDERS}
     names = {order: t(f"pipeline.order_{_slug(order)}") for order in ORDERS}
     for order, chain in chains.items():
         skipped = list(getattr(chain, "skipped", None) or [])
