@@ -64,7 +64,7 @@ def chain_seconds(lm: LoadedModel, cfg: DecodeConfig, context: torch.Tensor, log
                   repeats: int = 20) -> float:
     """Median seconds of the chain alone, one stage at a time with its records, on one step."""
     processors = build_processors(cfg)
-    prepare(processors, prompt_length=context.shape[-1] // 2, token_texts=lm.token_texts)
+    prepare(processors, prompt_length=context.shape[-1] // 2, token_texts=lm.token_texts, tokenize=lm.tokenize)
     ids = torch.topk(logits, 20).indices.tolist()
     times = []
     for _ in range(repeats):

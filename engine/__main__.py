@@ -217,17 +217,19 @@ def format_stages_table(trace) -> str:
         return format_table(trace) + "\n" + _no_stages_note(trace.config)
     order = ORDER_WORDS.get(trace.config.sampler_order, "transformers'")
     lines = [f"{'step':>4}  {'chosen':<18} {'prob':>7}  stages in {order} order: kept, cut (mass), top-1 p, [state]"]
+    # the stage column is as wide as its longest label (the penalties' can name three settings)
+    width = max([16] + [len(stage_label(s, trace.config)) + 1 for step in trace.steps for s in step.stages])
     for step in trace.steps:
         prob = step.chosen.prob if step.chosen is not None else float("nan")
         lines.append(f"{step.index + 1:>4}  {_show(step.chosen_texts[0]):<18} {prob:>7.4f}")
         top = step.candidates[0] if step.candidates else None
         vocab = trace.model_facts.get("vocab_size", "?")
         if top is not None:
-            lines.append(f"{'':>6}{'raw':<16} kept {vocab:>7}  {'':<20}  {_show(top.text)} {top.prob:.4f}")
+            lines.append(f"{'':>6}{'raw':<{width}} kept {vocab:>7}  {'':<20}  {_show(top.text)} {top.prob:.4f}")
         for stage in step.stages:
             cut = f"cut {stage.cut_count} ({stage.removed_mass:.4f})" if stage.cut_count else ""
-            line = (f"{'':>6}{stage_label(stage):<16} kept {stage.kept_count:>7}  {cut:<20}  {_show(stage.top_text)} "
-                    f"{stage.top_prob:.4f}")
+            line = (f"{'':>6}{stage_label(stage, trace.config):<{width}} kept {stage.kept_count:>7}  {cut:<20}  "
+                    f"{_show(stage.top_text)} {stage.top_prob:.4f}")
             state = state_text(stage)
             lines.append(line + (f"  [{state}]" if state else ""))
     if not any(step.stages for step in trace.steps):

@@ -2,8 +2,9 @@
 
 transformers' own processors are stateless: the context and the scores decide what they do. Some stages of
 llama.cpp's and vLLM's chains need more, and some keep something worth showing at each step:
-  - the prompt's length (vLLM counts frequency and presence over the output only) and the vocabulary's texts
-    (DRY's sequence breakers are strings): `prepare` hands them over once the decode knows them;
+  - the prompt's length (vLLM counts frequency and presence over the output only), the vocabulary's texts
+    and the tokenizer (DRY's sequence breakers are strings, and one may be split over tokens): `prepare`
+    hands them over once the decode knows them;
   - a value of this step (the effective temperature, XTC's draw, the length of DRY's matched run): `state()`
     returns it, a small dict of plain numbers that the stage view records beside the stage;
   - a value carried from step to step (mirostat's μ): `accept(context, token)` hears the chosen token, and
@@ -32,11 +33,12 @@ class ChainStage(LogitsProcessor):
         return dict(self.last_state)
 
 
-def prepare(processors, prompt_length: int | None = None, token_texts=None) -> None:
-    """Tell the stages that need them the prompt's length and the vocabulary's texts."""
+def prepare(processors, prompt_length: int | None = None, token_texts=None, tokenize=None) -> None:
+    """Tell the stages that need them the prompt's length, the vocabulary's texts and `tokenize` (text -> the
+    model's token ids for it, no special tokens added)."""
     for processor in processors:
         if hasattr(processor, "prepare"):
-            processor.prepare(prompt_length=prompt_length, token_texts=token_texts)
+            processor.prepare(prompt_length=prompt_length, token_texts=token_texts, tokenize=tokenize)
 
 
 def accept(processors, context: torch.Tensor, token: int) -> None:

@@ -12,13 +12,17 @@ softmax of what is left is the same. What differs from transformers' samplers of
     draw is the same whenever the step is recomputed; mirostat truncates with μ, which it learns from the
     surprise of each token drawn (see Mirostat).
 
-DRY here works on tokens, as llama.cpp does, with one simplification: a sequence breaker is a token whose
-text contains one of the breaker strings. llama.cpp also treats a breaker split over several tokens (a
-token ending with the breaker's first characters, followed by the rest) as one; that case is not matched here.
+DRY works on tokens, as llama.cpp does: a sequence breaker is a token whose text contains one of the breaker
+strings, or a breaker split over tokens, a token ending with the breaker's first characters followed by the
+tokens of the rest (as the model's tokenizer writes the rest alone, at most 20 of them; llama.cpp's
+get_overlapping_token_sequences). The split form needs the tokenizer: a chain prepared without one (a
+recorded trace's vocabulary alone) matches breakers inside one token only. Breakers are cut to 40
+characters, as llama.cpp cuts them (it counts bytes).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -26,6 +30,8 @@ from .chain_stage import NEG_INF, ChainStage, finite_count
 
 FLOAT_MAX_LOG = 88.7228391      # llama.cpp's clamp of DRY's exponent: base ** exponent stays a float
 FIRST_LOOK = 256                # tokens ranked before a full sort, as llama.cpp's top-p tries first
+BREAKER_CHARS = 40              # a DRY breaker is cut to this length (llama.cpp's MAX_CHAR_LEN)
+BREAKER_TAIL = 20               # and the tokens of a split breaker's rest to this many (its MAX_SEQ_LEN)
 
 
 def candidates(row: torch.Tensor) -> torch.Tensor:
@@ -87,38 +93,83 @@ class Penalties(ChainStage):
         return scores
 
 
-_BREAKERS: dict = {}      # (id of a vocabulary's texts, breakers) -> (those texts, the breaker token ids)
+@dataclass(frozen=True)
+class BreakerTokens:
+    """A vocabulary's sequence breakers as tokens. `whole`: the tokens whose text holds a breaker; `tails`:
+    {head: its tails, longest first} for a breaker split over tokens, head the token ending with the breaker's
+    first characters and a tail the token ids of the rest."""
+    whole: frozenset = frozenset()
+    tails: dict = field(default_factory=dict)
 
 
-def breaker_tokens(token_texts, breakers: tuple) -> frozenset:
-    """The ids of the tokens whose text holds a sequence breaker; one scan per vocabulary and breaker list (a
-    scan of 49,152 texts takes about 30 ms, and the stage view builds a chain at every redraw)."""
-    key = (id(token_texts), len(token_texts), breakers)
+def split_rests(text: str, breaker: str) -> list:
+    """The rests of `breaker` after each of its beginnings that `text` ends with, the longest beginning first:
+    'xa' and 'ab c' give ['b c']; a text holding the whole breaker is a breaker by itself, not a head."""
+    if breaker in text:
+        return []
+    return [breaker[k:] for k in range(min(len(text), len(breaker) - 1), 0, -1) if text.endswith(breaker[:k])]
+
+
+def scan_breakers(token_texts, breakers: tuple, tokenize=None) -> BreakerTokens:
+    """One pass over the vocabulary for the whole breakers, and one for each breaker that can be split
+    (get_overlapping_token_sequences for each breaker). Without `tokenize` only the whole ones are found; a
+    breaker of one character can never be split, so the default breakers cost the first pass alone."""
+    breakers = tuple(b[:BREAKER_CHARS] for b in breakers if b)
+    whole = {i for i, text in enumerate(token_texts) if any(b in text for b in breakers)}
+    tails: dict = {}
+    for breaker in (b for b in breakers if len(b) > 1 and tokenize is not None):
+        first, reach = breaker[0], len(breaker) - 1      # only the last reach characters can begin a split
+        rests: dict = {}
+        for i, text in enumerate(token_texts):
+            if first not in text or first not in text[-reach:]:
+                continue
+            for rest in split_rests(text, breaker):
+                if rest not in rests:
+                    rests[rest] = tuple(int(t) for t in tokenize(rest))[:BREAKER_TAIL]
+                if rests[rest]:
+                    tails.setdefault(i, set()).add(rests[rest])
+                else:                   # a rest that gives no tokens: the head alone is the breaker
+                    whole.add(i)
+    return BreakerTokens(frozenset(whole), {head: tuple(sorted(found, key=len, reverse=True))
+                                            for head, found in tails.items()})
+
+
+_BREAKERS: dict = {}      # (id of a vocabulary's texts, breakers, split or not) -> (those texts, BreakerTokens)
+
+
+def breaker_tokens(token_texts, breakers: tuple, tokenize=None) -> BreakerTokens:
+    """scan_breakers, once per vocabulary and breaker list: the stage view builds a chain at every redraw, and
+    a scan of SmolLM2's 49,152 texts takes about 17 ms of CPU with the default breakers, 30 ms with "### "
+    added. A vocabulary's texts and its tokenizer come together, so the key holds only whether there is one."""
+    key = (id(token_texts), len(token_texts), breakers, tokenize is not None)
     kept = _BREAKERS.get(key)
     if kept is None or kept[0] is not token_texts:
-        ids = frozenset(i for i, text in enumerate(token_texts) if any(b in text for b in breakers))
+        found = scan_breakers(token_texts, breakers, tokenize)
         if len(_BREAKERS) >= 8:
             _BREAKERS.pop(next(iter(_BREAKERS)))
-        kept = _BREAKERS[key] = (token_texts, ids)       # the texts held, so their id is not reused
+        kept = _BREAKERS[key] = (token_texts, found)       # the texts held, so their id is not reused
     return kept[1]
 
 
 class Dry(ChainStage):
     """DRY, "don't repeat yourself" (llama_sampler_dry_apply): when the context ends with a run of tokens that
     occurred before, the token that followed that earlier run would extend the repetition; its logit loses
-    multiplier * base ** (run length - allowed length), for runs at least `allowed_length` long. A sequence
-    breaker in the context limits how far back a run may reach; a breaker token itself is never penalised."""
+    multiplier * base ** (run length - allowed length), for runs at least `allowed_length` long. The latest
+    sequence breaker in the context limits how far back a run may reach. A token that is a breaker by itself
+    is never penalised; the head of a split breaker may be, as in llama.cpp."""
 
     def __init__(self, multiplier: float, base: float, allowed_length: int, last_n: int, breakers: list):
         super().__init__()
         self.multiplier, self.base, self.allowed, self.last_n = multiplier, base, allowed_length, last_n
         self.breakers = [b for b in breakers if b]
-        self.breaker_ids: set = set()
+        self.breaker_ids: frozenset = frozenset()     # tokens that are a breaker by themselves
+        self.breaker_tails: dict = {}                 # {head: tails, longest first} of split breakers
         self.stage = ("dry", float(multiplier))
 
-    def prepare(self, prompt_length=None, token_texts=None) -> None:
+    def prepare(self, prompt_length=None, token_texts=None, tokenize=None) -> None:
         if token_texts is not None:
-            self.breaker_ids = breaker_tokens(token_texts, tuple(self.breakers))
+            found = breaker_tokens(token_texts, tuple(self.breakers), tokenize)
+            self.breaker_ids, self.breaker_tails = found.whole, found.tails
 
     def __call__(self, input_ids, scores):
         scores = scores.clone()
@@ -134,17 +185,28 @@ class Dry(ChainStage):
                     scores[row, token] -= self.multiplier * self.base ** exponent
         return scores
 
+    def rep_limit(self, last: list) -> int:
+        """How far back a run may reach: i - (its tail's length) for the latest breaker whose head is i tokens
+        before the end (a breaker by itself: a tail of 0), the whole window when there is none. A split
+        breaker counts only once all of its tail is in the context; the longest tail that matches wins."""
+        tails = self.breaker_tails
+        for i, token in enumerate(last):
+            longest = 0 if token in self.breaker_ids else -1
+            for tail in tails.get(token, ()) if tails else ():
+                if longest < len(tail) <= i and all(tail[o] == last[i - o - 1] for o in range(len(tail))):
+                    longest = len(tail)
+                    break                         # tails run longest first
+            if longest >= 0:
+                return i - longest
+        return len(last)
+
     def penalties(self, tokens: list) -> dict:
         """{token: the longest run it would extend} for the tokens DRY penalises after `tokens`."""
         n = len(tokens)
         if n <= self.allowed:
             return {}
         last = tokens[::-1]                       # last[i]: the token i places before the end
-        rep_limit = n
-        for i, token in enumerate(last):          # the latest breaker bounds every run
-            if token in self.breaker_ids:
-                rep_limit = i
-                break
+        rep_limit = self.rep_limit(last)
         if rep_limit < self.allowed:
             return {}
         # repeat[k]: how many tokens ending k places before the end match the tokens ending at the end

@@ -73,7 +73,8 @@ class Runner:
         self.lm, self.prompt, self.config = lm, prompt, config
         self.prompt_ids = encode_prompt(lm, prompt, config.chat, config.max_new_tokens)
         self.processors = build_processors(config)
-        prepare(self.processors, prompt_length=len(self.prompt_ids), token_texts=lm.token_texts)
+        prepare(self.processors, prompt_length=len(self.prompt_ids), token_texts=lm.token_texts,
+                tokenize=lm.tokenize)
         self.grammar: GrammarMask | None = None
         if config.grammar_kind:          # after the stages that read the history, before the warpers, as generate
             self.grammar = GrammarMask(lm, config.grammar_kind, config.grammar, len(self.prompt_ids))

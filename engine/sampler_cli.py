@@ -94,8 +94,20 @@ def flagged(exc: ConfigError) -> ConfigError:
     return ConfigError(exc.param, flag + message[len(exc.param):], exc.reason, **exc.values)
 
 
-def stage_label(stage) -> str:
-    """'top-k 40', 'mirostat 2': the stage's name as the table prints it, and its setting."""
+# llama.cpp's and vLLM's penalties stage: its settings, by word, config field and the value that is off
+PENALTY_SETTINGS = (("repeat", "repetition_penalty", 1.0), ("frequency", "frequency_penalty", 0.0),
+                    ("presence", "presence_penalty", 0.0))
+
+
+def stage_label(stage, config=None) -> str:
+    """'top-k 40', 'mirostat 2': the stage's name as the table prints it, and its setting. The penalties stage
+    records the repeat penalty alone; with the step's config it names the settings that are on instead
+    ('penalties: presence 0.5')."""
+    if stage.name == "penalties" and config is not None:
+        on = [f"{word} {getattr(config, field):g}" for word, field, off in PENALTY_SETTINGS
+              if getattr(config, field, off) != off]
+        if on:
+            return "penalties: " + ", ".join(on)
     return f"{STAGE_LABELS.get(stage.name, stage.name)} {stage.value:g}"
 
 

@@ -127,15 +127,17 @@ class OrderedChain:
 
 
 def chain_in_order(token_texts, config, context: torch.Tensor, logits: torch.Tensor, candidate_ids: list,
-                   order: str, prompt_length: int | None = None, mu: float | None = None) -> OrderedChain:
+                   order: str, prompt_length: int | None = None, mu: float | None = None,
+                   tokenize=None) -> OrderedChain:
     """The step's stages, recomputed from its raw logits [V], in `order` ('transformers', 'llama.cpp' or
     'vllm'). Settings the order lacks are skipped (listed in `skipped`), not refused. context: [1, n] the
     prompt and the tokens before the step; prompt_length: how many of them are the prompt (vLLM's frequency
     and presence count the rest; without it, all of them); mu: mirostat's μ at the step, as the decode
-    recorded it (without it, μ is the one this process learnt for the context, or its start, 2τ)."""
+    recorded it (without it, μ is the one this process learnt for the context, or its start, 2τ); tokenize:
+    the model's text -> token ids, for DRY's breakers split over tokens (without it, only whole ones)."""
     in_order = config.replace(sampler_order=order)
     processors = build_processors(in_order)
-    prepare(processors, prompt_length=prompt_length, token_texts=token_texts)
+    prepare(processors, prompt_length=prompt_length, token_texts=token_texts, tokenize=tokenize)
     if mu is not None:
         for processor in processors:
             if hasattr(processor, "mu_by_context"):

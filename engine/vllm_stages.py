@@ -25,7 +25,7 @@ class Penalties(ChainStage):
         self.prompt_length = 0
         self.stage = ("penalties", float(repetition))
 
-    def prepare(self, prompt_length=None, token_texts=None) -> None:
+    def prepare(self, prompt_length=None, token_texts=None, tokenize=None) -> None:
         if prompt_length is not None:
             self.prompt_length = int(prompt_length)
 

@@ -15,28 +15,57 @@ from engine.config import STAGE_NAMES
 from .labels import for_plotly
 from .words import english
 
+# llama.cpp's and vLLM's "penalties" stage: its three settings, by word, config field and the value that is off
+PENALTIES = (("repeat", "repetition_penalty", 1.0), ("frequency", "frequency_penalty", 0.0),
+             ("presence", "presence_penalty", 0.0))
+SETTING_WORDS = tuple(f"penalty_{word}" for word, _, _ in PENALTIES) + ("penalty_join",)
 WORDS = {**english("pipeline", "stages_fig_", ("x", "y", "kept", "title", "chosen")),
-         **english("pipeline", "stage_", ("raw", *STAGE_NAMES))}
+         **english("pipeline", "stage_", ("raw", *STAGE_NAMES, *SETTING_WORDS))}
 CHOSEN = "#e45756"
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2", "#eeca3b", "#9d755d", "#bab0ac")
 SHOWN = 8
 MANY = 6           # stages from which the legend goes above the plot and each tick's setting on its own line
 
 
-def stage_label(stage, names: dict) -> str:
-    """'top-k 50' in the caller's words; settings that are whole numbers print without decimals."""
+def stage_settings(stage, names: dict, config=None) -> list:
+    """The setting(s) a stage's label shows: its value ('50'), settings that are whole numbers without decimals.
+    llama.cpp's and vLLM's "penalties" stage records the repeat penalty alone; with the step's config it shows
+    the settings that are on instead ('presence 0.5'), in the caller's words."""
+    if stage.name == "penalties" and config is not None:
+        on = [names.get(f"penalty_{word}", WORDS[f"penalty_{word}"]).format(value=f"{getattr(config, field):g}")
+              for word, field, off in PENALTIES if getattr(config, field, off) != off]
+        if on:
+            return on
+    return [f"{stage.value:g}"]
+
+
+def stage_label(stage, names: dict, config=None) -> str:
+    """'top-k 50', 'penalties: repeat 1.3, frequency 0.2' in the caller's words; config: the settings the step
+    was shaped with (see stage_settings)."""
+    value = names.get("penalty_join", WORDS["penalty_join"]).join(stage_settings(stage, names, config))
     if stage.name not in names:        # a name from a trace file is shown as it is, never used as a template
-        return f"{for_plotly(stage.name)} {stage.value:g}"
-    return names[stage.name].format(value=f"{stage.value:g}")
+        return f"{for_plotly(stage.name)} {value}"
+    return names[stage.name].format(value=value)
 
 
-def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN) -> go.Figure:
-    """Lines across the stages for the `shown` most likely raw candidates of `step` (a Step with stages)."""
+def tick_lines(stage, names: dict, config=None) -> list:
+    """A stage's label on lines of its own: the name, then each setting ('top-k', '50'); a label whose
+    setting is not at its end ('no-repeat 3-gram') is cut at its last space."""
+    label, settings = stage_label(stage, names, config), stage_settings(stage, names, config)
+    value = names.get("penalty_join", WORDS["penalty_join"]).join(settings)
+    if label.endswith(value) and len(label) > len(value):
+        return [label[:-len(value)].rstrip(), *settings]
+    return label.rsplit(" ", 1)
+
+
+def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN, config=None) -> go.Figure:
+    """Lines across the stages for the `shown` most likely raw candidates of `step` (a Step with stages);
+    config: the settings it was shaped with, for the labels (see stage_settings)."""
     words = dict(WORDS, **(texts or {}))
-    labels = [words["raw"]] + [stage_label(s, words) for s in step.stages]
+    labels = [words["raw"]] + [stage_label(s, words, config) for s in step.stages]
     many = len(step.stages) >= MANY
     # with many stages, a tick's setting goes on a line of its own: the ticks stay level and apart
-    names = [label.rsplit(" ", 1) if many else [label] for label in labels[1:]]
+    names = [tick_lines(s, words, config) if many else [label] for s, label in zip(step.stages, labels[1:])]
     ticks = [labels[0]] + ["<br>".join([*name, words["kept"].format(n=_count(s.kept_count, many))])
                            for name, s in zip(names, step.stages)]
     order = sorted(range(len(step.candidates)), key=lambda i: step.candidates[i].rank)

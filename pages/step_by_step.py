@@ -332,7 +332,8 @@ def stepper_panel():
     if not playing:                 # while Play runs, each tick draws only the chart, the numbers and the text
         render_stages(step, stepper.config, key="sbs_stages", uploaded=recorded is not None,
                       served=served_facts(recorded) is not None, inputs=step_inputs(stepper),
-                      token_texts=stepper.lm.token_texts if stepper.lm is not None else None)
+                      token_texts=stepper.lm.token_texts if stepper.lm is not None else None,
+                      tokenize=stepper.lm.tokenize if stepper.lm is not None else None)
     _branch_controls(event, step)
     trace = stepper.trace()
     _text(trace, branch, playing)

@@ -24,7 +24,7 @@ from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
 from figures.lens import lens_figure
 from figures.served import NUMBERS, badge_text, served_facts, with_badge
-from figures.stages import stage_label, stages_figure
+from figures.stages import SETTING_WORDS, stage_label, stages_figure
 from ui.chart import show_figure
 from ui.i18n import t
 from ui.present import sized
@@ -39,7 +39,7 @@ def _words(prefix: str, keys) -> dict:
 
 
 def stage_words() -> dict:
-    return {name: t(f"pipeline.stage_{name}") for name in STAGE_NAMES}
+    return {name: t(f"pipeline.stage_{name}") for name in (*STAGE_NAMES, *SETTING_WORDS)}
 
 
 def _no_stages_reason(config, uploaded: bool) -> str:
@@ -89,11 +89,11 @@ def _number(value) -> str:
 
 
 def render_stages(step, config, key: str, uploaded: bool = False, served: bool = False, inputs=None,
-                  token_texts=None) -> None:
+                  token_texts=None, tokenize=None) -> None:
     """The current step, stage by stage, in the chosen order (a served model's step has none), each with what it
     cut, the mass it removed and a stateful stage's state. inputs: a function giving (context [1, n], raw
-    logits [V], prompt length) of the step, when the model is at hand (its token_texts with it): then the same
-    settings are shown in every engine's order beside it."""
+    logits [V], prompt length) of the step, when the model is at hand (its token_texts and tokenize with it):
+    then the same settings are shown in every engine's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         order = getattr(config, "sampler_order", "transformers")
         st.caption(t("pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"))
@@ -106,8 +106,8 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         words = {**stage_words(), **_words("stages_fig_", ("x", "y", "kept", "title", "chosen"))}
         if order != "transformers":
             words["x"] = t(f"pipeline.orders_x_{_slug(order)}")
-        show_figure(sized(stages_figure(step, texts=words)), key=f"{key}_fig")
-        rows = [{t("pipeline.col_stage"): stage_label(stage, words),
+        show_figure(sized(stages_figure(step, texts=words, config=config)), key=f"{key}_fig")
+        rows = [{t("pipeline.col_stage"): stage_label(stage, words, config),
                  t("pipeline.col_kept"): stage.kept_count,
                  t("pipeline.col_cut"): stage.cut_count,
                  t("pipeline.col_mass"): round(stage.removed_mass, 4),
@@ -120,10 +120,10 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         st.dataframe(rows, hide_index=True, width="stretch",
                      column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium")})
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
-            render_orders(step, config, key, inputs, token_texts)
+            render_orders(step, config, key, inputs, token_texts, tokenize)
 
 
-def render_orders(step, config, key: str, inputs, token_texts) -> None:
+def render_orders(step, config, key: str, inputs, token_texts, tokenize=None) -> None:
     """The same settings in every engine's order: the settings an order lacks and left out, each order's stages
     when their kept sets differ, and each token that one order keeps and another drops (what users of one
     engine call 'sampled despite min-p')."""
@@ -138,7 +138,7 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     # mirostat's μ at this step, as the decode recorded it: the chain recomputed here starts from it
     mu = next((s.state.get("mu") for s in step.stages if s.name == "mirostat" and getattr(s, "state", None)), None)
     chains = {order: chain_in_order(token_texts, config, context, logits, ids, order, prompt_length=prompt_length,
-                                    mu=mu) for order in ORDERS}
+                                    mu=mu, tokenize=tokenize) for order in ORDERS}
     names = {order: t(f"pipeline.order_{_slug(order)}") for order in ORDERS}
     for order, chain in chains.items():
         skipped = list(getattr(chain, "skipped", None) or [])
@@ -153,7 +153,8 @@ def render_orders(step, config, key: str, inputs, token_texts) -> None:
     tabs = st.tabs([t("pipeline.orders_tab", order=names[o], n=f"{int(c.kept.sum()):,}") for o, c in chains.items()])
     for tab, chain in zip(tabs, chains.values()):
         shown = dataclasses.replace(step, stages=chain.stages)
-        fig = stages_figure(shown, texts={**words, "x": t(f"pipeline.orders_x_{_slug(chain.order)}")})
+        fig = stages_figure(shown, texts={**words, "x": t(f"pipeline.orders_x_{_slug(chain.order)}")},
+                            config=config)
         show_figure(sized(fig), key=f"{key}_order_{_slug(chain.order)}", where=tab)
         tab.caption(t("pipeline.orders_kept", order=names[chain.order], n=f"{int(chain.kept.sum()):,}"))
     probs = torch.softmax(logits, -1)
@@ -191,7 +192,7 @@ def _stage_word(chain, token: int) -> str:
     name = chain.dropped_by(token) or ""
     if name not in STAGE_NAMES:
         return visible(name)
-    return t(f"pipeline.stage_{name}").format(value="").strip().rstrip("≥τ").strip()
+    return t(f"pipeline.stage_{name}").format(value="").strip().rstrip("≥τ:：").strip()
 
 
 def _setting_name(name: str) -> str:

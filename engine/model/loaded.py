@@ -54,6 +54,10 @@ class LoadedModel:
     def name(self) -> str:
         return self.facts.name
 
+    def tokenize(self, text: str) -> list:
+        """The token ids of `text` alone, no special tokens added (how DRY's split breakers are matched)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     _embeddings_cpu: torch.Tensor | None = field(default=None, repr=False)
 
     @property

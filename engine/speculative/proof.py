@@ -103,7 +103,8 @@ def first_position(lm, prompt: str, config, draft_lm=None) -> tuple[torch.Tensor
     config.validate(lm.facts.vocab_size)
     processors = build_processors(config)
     context = encode_prompt(lm, prompt, config.chat, 1)
-    prepare(processors, prompt_length=len(context), token_texts=lm.token_texts)   # all of it is prompt here
+    prepare(processors, prompt_length=len(context), token_texts=lm.token_texts,   # all of it is prompt here
+            tokenize=lm.tokenize)
     rows = []
 
     def choose(raw, ctx):

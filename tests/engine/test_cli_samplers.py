@@ -62,6 +62,8 @@ def test_the_vllm_order_runs_and_is_named(capsys, monkeypatch, tiny_llama_folder
     assert code == 0, err
     assert "stages in vLLM's order" in out
     assert re.search(r"^\s+top-k 5\s+kept\s+5\b", out, re.M), out
+    # the penalties stage names the setting that is on, not the repeat penalty's 1 it records
+    assert re.search(r"^\s+penalties: presence 0\.5\s+kept\s+\d+", out, re.M), out
 
 
 def test_the_state_of_a_stage_reads_as_a_phrase():

@@ -1,14 +1,16 @@
 """The stage, lens and escape figures on hand-built records: every number written out here."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from engine import Candidate, Stage, StageToken, Step
 from engine.escape import COLUMNS, EscapeGrid
 from engine.lens import Lens, LensCell
 from figures.escape import BEST, escape_figure, run_cell
 from figures.lens import FIRST, lens_figure
-from figures.stages import CHOSEN, stages_figure
+from figures.stages import CHOSEN, WORDS, stage_label, stages_figure
 from engine import DecodeConfig
 
 
@@ -98,3 +100,21 @@ def test_a_figure_without_the_pages_words_names_every_stage_in_english():
     odd = Stage("mirostat", 5.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)
     fig = stages_figure(Step(**{**STEP.__dict__, "stages": [odd]}))
     assert list(fig.layout.xaxis.ticktext) == ["raw", "mirostat τ 5<br>kept 3"]
+
+
+def test_the_penalties_stage_names_the_settings_that_are_on():
+    """llama.cpp's and vLLM's one "penalties" stage holds three settings: its label names those that are on,
+    not the repeat penalty's 1 that the stage records."""
+    zh = json.loads((Path(__file__).resolve().parents[2] / "assets/texts/zh/pipeline.json").read_text("utf-8"))
+    presence = DecodeConfig(strategy="sample", sampler_order="llama.cpp", presence_penalty=0.5)
+    both = presence.replace(presence_penalty=0.0, repetition_penalty=1.3, frequency_penalty=0.2)
+    stage = Stage("penalties", 1.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)
+    assert stage_label(stage, WORDS, presence) == "penalties: presence 0.5"
+    assert stage_label(stage, WORDS, both) == "penalties: repeat 1.3, frequency 0.2"
+    names = {key[len("stage_"):]: text for key, text in zh.items() if key.startswith("stage_")}
+    assert stage_label(stage, names, presence) == "惩罚组：存在 0.5"
+    # with many stages the tick puts each setting on a line of its own
+    many = [stage] + [Stage("top_k", 40.0, 3, 0, 0.0, [0.5, 0.3, 0.2], 7, " the", 0.5)] * 5
+    ticks = list(stages_figure(Step(**{**STEP.__dict__, "stages": many}), config=both).layout.xaxis.ticktext)
+    assert ticks[1] == "penalties:<br>repeat 1.3<br>frequency 0.2<br>kept 3" and ticks[2] == "top-k<br>40<br>kept 3"
+    assert list(stages_figure(STEP, config=both).layout.xaxis.ticktext)[1] == "temperature 0.5<br>kept 3"

@@ -143,12 +143,15 @@ def test_the_stage_table_shows_mirostats_mu_worked_out_by_hand(tiny_llama_folder
 
 
 def test_the_stage_table_shows_xtcs_draw_and_whether_it_fired(tiny_llama_folder):
-    """XTC fires when its draw is at most its probability (llama.cpp's rule): the table says which."""
+    """XTC fires when its draw is at most its probability (llama.cpp's rule): the table says which. The
+    penalties stage before it, with presence alone on, is labelled with that setting, not the repeat's 1."""
     _, folder = tiny_llama_folder
-    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", xtc_probability=0.5, xtc_threshold=0.0)
+    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", xtc_probability=0.5, xtc_threshold=0.0,
+                   presence_penalty=0.5)
     words = texts("pipeline")
     stage = next(s for s in at.session_state["sbs"].current.stages if s.name == "xtc")
     draw = stage.state["draw"]
     key = "state_draw_fired" if draw <= 0.5 else "state_draw_held"
     table = at.dataframe[0].value
-    assert list(table[words["col_state"]]) == [words[key].format(draw=f"{draw:.4g}")]
+    assert list(table[words["col_stage"]]) == ["penalties: presence 0.5", "XTC ≥ 0"]
+    assert list(table[words["col_state"]])[1:] == [words[key].format(draw=f"{draw:.4g}")]
