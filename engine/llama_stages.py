@@ -118,10 +118,10 @@ def scan_breakers(token_texts, breakers: tuple, tokenize=None) -> BreakerTokens:
     whole = {i for i, text in enumerate(token_texts) if any(b in text for b in breakers)}
     tails: dict = {}
     for breaker in (b for b in breakers if len(b) > 1 and tokenize is not None):
-        first, reach = breaker[0], len(breaker) - 1      # only the last reach characters can begin a split
+        beginnings = tuple(breaker[:k] for k in range(1, len(breaker)))    # a head ends with one of these
         rests: dict = {}
         for i, text in enumerate(token_texts):
-            if first not in text or first not in text[-reach:]:
+            if not text.endswith(beginnings):
                 continue
             for rest in split_rests(text, breaker):
                 if rest not in rests:
