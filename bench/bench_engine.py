@@ -24,7 +24,7 @@ import time
 import torch
 
 from engine import DecodeConfig, LoadedModel, decode, load_model
-from engine.decoder import Decoder
+from engine.decoding.decoder import Decoder
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 

@@ -18,7 +18,7 @@ import time
 import torch
 
 from engine import DecodeConfig, decode
-from engine.decoder import Decoder
+from engine.decoding.decoder import Decoder
 from engine.model import LoadedModel
 from tests.tiny_models import tiny_tokenizer
 

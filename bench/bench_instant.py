@@ -21,8 +21,8 @@ import time
 import torch
 
 from engine import DecodeConfig, decode, load_model
-from engine.decoder import Decoder
-from engine.lanes import decode_lanes
+from engine.decoding.decoder import Decoder
+from engine.decoding.lanes import decode_lanes
 from engine.service import DecodeService
 
 PROMPT = "The best way to learn a new language is"

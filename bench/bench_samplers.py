@@ -19,10 +19,10 @@ import time
 import torch
 
 from engine import DecodeConfig, LoadedModel, load_model
-from engine.chain_stage import prepare
-from engine.decoder import Decoder
-from engine.shaping import build_processors
-from engine.stages import staged_scores, stages_record
+from engine.samplers.chain import prepare
+from engine.decoding.decoder import Decoder
+from engine.samplers.shaping import build_processors
+from engine.samplers.stages import staged_scores, stages_record
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 FIVE = dict(repetition_penalty=1.1, temperature=0.8, top_k=50, top_p=0.95, min_p=0.02)

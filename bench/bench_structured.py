@@ -18,7 +18,7 @@ import statistics
 import time
 
 from engine import DecodeConfig, LoadedModel, load_model
-from engine.decoder import Decoder
+from engine.decoding.decoder import Decoder
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 GRAMMARS = {

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 from engine import DecodeConfig, Node, Sequence, Step, Trace, load_model  # noqa: E402
-from engine.beam import BeamSearch  # noqa: E402
-from engine.decoder import Decoder  # noqa: E402
+from engine.decoding.beam import BeamSearch  # noqa: E402
+from engine.decoding.decoder import Decoder  # noqa: E402
 from figures.beam_tree import beam_tree_figure  # noqa: E402
 from figures.candidates import candidates_figure  # noqa: E402
 

@@ -15,9 +15,9 @@ import time
 import torch
 
 from engine import DecodeConfig, decode, load_model
-from engine.decoder import Decoder
-from engine.embedding import feedback_cost
-from engine.record import feedback_record
+from engine.decoding.decoder import Decoder
+from engine.inside.embedding import feedback_cost
+from engine.decoding.record import feedback_record
 
 PROMPTS = {"smollm2-135m": "The capital of France is", "gemma3-270m": "中国的首都是"}
 

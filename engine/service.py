@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Callable
 
 from .config import DecodeConfig
-from .lanes import LaneBatch
+from engine.decoding.lanes import LaneBatch
 from .model import LoadedModel
 from .strategies import make_runner
 from .trace import Step, Trace

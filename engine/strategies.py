@@ -1,12 +1,12 @@
 """Which runner decodes which strategy: the one place that maps a config to its loop."""
 from __future__ import annotations
 
-from .beam import BeamSearch
+from engine.decoding.beam import BeamSearch
 from .config import DecodeConfig
-from .decoder import Decoder
+from engine.decoding.decoder import Decoder
 from .errors import ConfigError
 from .model import LoadedModel
-from .runner import Runner
+from engine.decoding.runner import Runner
 from .speculative import SpeculativeDecoder
 from .trace import Trace
 

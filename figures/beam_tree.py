@@ -13,7 +13,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from engine.beam import beam_score
+from engine.decoding.beam import beam_score
 
 from .labels import for_plotly
 from .words import english

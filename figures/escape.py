@@ -21,7 +21,7 @@ def column_label(kind: str, value: float, words: dict) -> str:
 
 
 def escape_figure(grid, config=None, *, texts: dict | None = None) -> go.Figure:
-    """`grid`: an engine.escape.EscapeGrid; `config`: the run's DecodeConfig, to mark its own cell."""
+    """`grid`: an engine.explain.escape.EscapeGrid; `config`: the run's DecodeConfig, to mark its own cell."""
     words = dict(WORDS, **(texts or {}))
     columns = [column_label(k, v, words) for k, v in grid.columns]
     rows = [f"{t:g}" for t in grid.temperatures]

@@ -1,6 +1,6 @@
 """Figures for the KV-cache page: each beam's rows, the paged blocks drawn once, bytes over steps.
 
-Pure functions of engine.kv_trace records; the page passes the translated words in `labels`.
+Pure functions of engine.inside.kv_trace records; the page passes the translated words in `labels`.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ TEXT_COLUMNS = 24      # beyond this many steps the cells are too narrow for the
 
 
 def lens_figure(lens, *, current: int | None = None, texts: dict | None = None) -> go.Figure:
-    """`lens`: an engine.lens.Lens; `current`: the step to outline (the page's cursor)."""
+    """`lens`: an engine.inside.lens.Lens; `current`: the step to outline (the page's cursor)."""
     words = dict(WORDS, **(texts or {}))
     rows = [words["emb"]] + [str(i) for i in range(1, lens.layers)]
     columns = [f"{s + 1}: {for_plotly(t)}" for s, t in zip(lens.steps, lens.chosen_texts)]

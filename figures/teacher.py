@@ -1,6 +1,6 @@
 """Figures for the teacher-forcing page: the scored reference, KL after divergence, the eps curve.
 
-Pure functions of engine.teacher records; the page passes the translated words in `labels`.
+Pure functions of engine.inside.teacher records; the page passes the translated words in `labels`.
 """
 from __future__ import annotations
 

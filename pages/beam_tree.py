@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.rerank import MARK, marked_text, parting, rerank
+from engine.decoding.rerank import MARK, marked_text, parting, rerank
 from figures.beam_tree import beam_tree_figure
 from figures.labels import for_markdown, visible, wrappable
 from engine.budget import step_budget, tokens_within_budget

@@ -3,8 +3,8 @@ import streamlit as st
 
 from engine import DecodeConfig
 from engine.service import shared_service
-from engine.kv import BLOCK_SIZE
-from engine.kv_trace import cache_steps
+from engine.decoding.kv import BLOCK_SIZE
+from engine.inside.kv_trace import cache_steps
 from figures.kv import bytes_lines, cache_rows, paged_blocks
 from figures.labels import one_line
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget

@@ -6,7 +6,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from engine import DecodeScopeError
-from engine.stepper import Stepper
+from engine.decoding.stepper import Stepper
 from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible

@@ -22,7 +22,7 @@ def _json_problem(problem: str, message: str) -> str:
 
 
 def verdict_text(verdict: str, values: dict) -> str:
-    """Markdown for engine.grammar.output_verdict's (verdict, values)."""
+    """Markdown for engine.grammar.constrain.output_verdict's (verdict, values)."""
     shown = dict(values)
     if verdict == "not_json":
         shown["problem"] = _json_problem(values["problem"], values["message"])
@@ -44,8 +44,8 @@ def error_text(exc: DecodeScopeError) -> str:
 
 
 def reason_text(reason: str, values: dict, english: str) -> str:
-    """Markdown for a grammar's reason and values (engine.grammar, engine.json_schema); the English sentence,
-    shown literally, for a reason the page has no words for."""
+    """Markdown for a grammar's reason and values (engine.grammar.constrain, engine.grammar.json_schema); the English
+    sentence, shown literally, for a reason the page has no words for."""
     if not reason:
         return for_markdown(english)
     values = dict(values)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.address import address_value
+
 TEXTS = Path(__file__).resolve().parent.parent / "assets" / "texts"
 LANGUAGES = {"en": "English", "zh": "中文"}
 DEFAULT_LANGUAGE = "en"
@@ -48,8 +50,6 @@ def texts(lang: str) -> dict:
 
 
 def language() -> str:
-    from ui.settings import address_value     # (ui.settings reads its texts from here)
-
     lang = st.session_state.get("lang") or address_value("lang", DEFAULT_LANGUAGE)
     return lang if lang in LANGUAGES else DEFAULT_LANGUAGE
 

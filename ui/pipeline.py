@@ -16,10 +16,10 @@ import torch
 from engine import DecodeScopeError, LoadedModel, Trace
 from engine.config import STAGE_NAMES as engine_stages
 from engine.config import WARPED_STRATEGIES
-from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
-from engine.sampler_order import ORDERS, disputed
-from engine.stages import chain_in_order
-from engine.lens import lens_of_trace
+from engine.explain.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
+from engine.samplers.order import ORDERS, disputed
+from engine.samplers.stages import chain_in_order
+from engine.inside.lens import lens_of_trace
 from figures.escape import column_label, escape_figure
 from figures.labels import for_markdown, visible
 from figures.lens import lens_figure

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.config import LLAMA_CPP_SAMPLERS, SAMPLER_ORDERS
-from engine.sampler_cli import engines_of
+from engine.cli.samplers import engines_of
 from ui.i18n import t
 from ui.settings import TABLE, bounds, read
 

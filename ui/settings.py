@@ -19,6 +19,8 @@ from urllib.parse import quote_plus
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
+from ui.address import GATHERED, address_value  # noqa: F401  (address_value: pages read it from here)
+
 from engine.config import (DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS,
                            MAX_NEW_TOKENS, SAMPLER_ORDERS, STRATEGIES, VERIFY_MODES)
 from engine.model import DTYPES
@@ -343,7 +345,7 @@ def url_number(key: str, default, low, high, kind=None):
     return value
 
 
-_GATHERED = "_address_gathered"    # a whole run's address writes, sent together at its end (None: a removal)
+_GATHERED = GATHERED
 
 
 @contextlib.contextmanager
@@ -391,14 +393,6 @@ def address() -> dict:
     """The address's settings as this run has left them so far (its gathered writes included)."""
     gathered = st.session_state.get(_GATHERED)
     return _overlaid(gathered) if gathered else st.query_params.to_dict()
-
-
-def address_value(key: str, default: str | None = None) -> str | None:
-    """The address's value for `key` as this run has left it so far (its gathered writes included)."""
-    gathered = st.session_state.get(_GATHERED)
-    if gathered is not None and key in gathered:
-        return default if gathered[key] is None else gathered[key]
-    return st.query_params.get(key, default)
 
 
 def sync_url(**values) -> None:

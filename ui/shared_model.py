@@ -14,7 +14,7 @@ import streamlit as st
 from engine import DEFAULT_MODEL, DecodeScopeError, ModelLoadError, load_model
 from engine.model import LoadedModel, bundled_named
 from engine.config import check_model_name
-from engine.stepper import OPENINGS
+from engine.decoding.stepper import OPENINGS
 from figures.labels import for_markdown
 from ui.i18n import t
 from ui.results import keep_or_stop, show_error

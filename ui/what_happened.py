@@ -3,7 +3,7 @@
 `render_what_happened(trace, key_prefix)` draws the panel and returns the step index
 (0-based) whose button was clicked on this run, else None; the page moves its cursor there.
 Steps are shown 1-based, like the step-by-step slider. `flagged_steps(trace)` gives the
-steps the coloured text can outline. The findings come from engine.explain, recomputed
+steps the coloured text can outline. The findings come from engine.explain.findings, recomputed
 from the steps (findings stored in an uploaded file are not trusted).
 
 The replay runs two greedy decodes with the run's own tokens forced:
@@ -20,9 +20,9 @@ import pandas as pd
 import streamlit as st
 
 from engine import FEEDBACK_STRATEGIES, DecodeScopeError, LoadedModel, Trace
-from engine.explain import findings_of as _findings_of
-from engine.explain import replay_greedy, replay_summary, timeline
-from engine.explain import flagged_steps as _flagged
+from engine.explain.findings import findings_of as _findings_of
+from engine.explain.findings import replay_greedy, replay_summary, timeline
+from engine.explain.findings import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from figures.served import served_facts
 from ui.i18n import t
@@ -32,7 +32,7 @@ FINDINGS_KEPT = 16     # findings kept per session: a few branches at a few leng
 
 
 def findings_of(trace) -> dict:
-    """engine.explain's findings, computed once per (branch, length): a Next or a Back that shows the same
+    """engine.explain.findings's findings, computed once per (branch, length): a Next or a Back that shows the same
     steps again reads them from the session. The steps' choices and entropies identify the run."""
     key = (trace.model, trace.prompt, trace.config,
            tuple((tuple(s.chosen_ids), s.entropy) for s in trace.steps),

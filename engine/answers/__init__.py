@@ -1,11 +1,14 @@
 """Whole answers: which text the model finds most likely, how much of the distribution a tree holds, and
 how sure the model is of its answer.
 
+  - passes.py: the forward passes: the prompt once, then many continuations of it in one batch;
   - tree.py: the continuation tree, best-first, with its exact ledger and the certificate for the top k;
   - samples.py: N seeded samples rescored exactly, Good–Turing beside the exact unsampled mass;
   - landed.py: where greedy, beam search and samples land among the answers;
   - meaning.py: answers grouped by normalised text, entropies over answers and groups;
-  - distribution.py: the model's distribution or the sampler's, named on every number.
+  - distribution.py: the model's distribution or the sampler's, named on every number;
+  - run.py: one look at all of it (tree, landings, samples) as one record;
+  - record.py: that record as JSON, and read back with every field checked.
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..errors import ConfigError
-from ..shaping import build_processors
+from engine.samplers.shaping import build_processors
 
 DISTRIBUTIONS = ("model", "sampler")
 
@@ -49,7 +49,7 @@ class Distribution:
         """One line for every place a number is shown."""
         if self.kind == "model":
             return "the model's distribution (temperature 1, nothing cut)"
-        from ..stages import describe
+        from engine.samplers.stages import describe
 
         return f"the sampler's distribution ({describe(self.config())})"
 

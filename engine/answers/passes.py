@@ -15,7 +15,7 @@ import copy
 import torch
 from transformers import DynamicCache
 
-from ..runner import forward_kwargs
+from engine.decoding.runner import forward_kwargs
 
 
 class PromptCache:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tokens import encode_prompt
+from engine.model.tokens import encode_prompt
 from .landed import Landing, land, landings
 from .samples import SampleSummary, draw_samples
 from .tree import AnswerTree, TreeSettings, grow_tree

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ..cli_input import read_text_file
+from engine.cli.files import read_text_file
 from ..errors import ConfigError, DecodeScopeError
-from ..output import check_target, say_error, write_file
+from engine.cli.output import check_target, say_error, write_file
 from .notes import MAX_NOTES_FILE, check_title, parse_notes
 from .page import LANGUAGES, lesson_html
 

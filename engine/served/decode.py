@@ -22,14 +22,15 @@ import time
 
 import torch
 
-from ..beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
+from engine.decoding.beam import (NEG, beam_score, early_stop_heuristic, has_unfinished_sequences,
+                                  running_beams_for_next_iteration,
                    top_k_continuations, update_finished_beams)
 from ..config import FEEDBACK_STRATEGIES, DecodeConfig
-from ..runner import versions
+from engine.decoding.runner import versions
 from .client import Server, ServedError, TopN, answers_checked
 from .numbers import PROCESSED
 from .samplers import server_fields
-from ..shaping import build_processors, entropy, shape
+from engine.samplers.shaping import build_processors, entropy, shape
 from ..trace import Candidate, Node, Sequence, Step, Trace
 
 TEXT_IDS_FROM = 2**31 - 2**24     # ids for texts the server's tokenizer cannot name as one token

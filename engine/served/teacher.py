@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from .client import Server, ServedError, answers_checked
-from ..teacher import Scored
+from engine.inside.teacher import Scored
 from ..trace import Neighbour
 
 TOP = 5

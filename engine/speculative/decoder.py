@@ -17,14 +17,14 @@ import time
 
 import torch
 
-from ..beam import beam_score
+from engine.decoding.beam import beam_score
 from ..config import DecodeConfig
 from ..errors import ConfigError
 from ..model import LoadedModel
-from ..record import candidates_record
-from ..runner import Runner
-from ..shaping import shape
-from ..stages import staged_scores, stages_record
+from engine.decoding.record import candidates_record
+from engine.decoding.runner import Runner
+from engine.samplers.shaping import shape
+from engine.samplers.stages import staged_scores, stages_record
 from ..trace import DraftCheck, Round, Sequence, Step, Trace
 from .drafts import make_draft
 from .verify import keeps, pairs, residual, residual_tokens

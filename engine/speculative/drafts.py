@@ -19,7 +19,7 @@ import torch
 from ..config import draft_spec
 from ..errors import ConfigError
 from ..model import LoadedModel
-from ..runner import forward_kwargs
+from engine.decoding.runner import forward_kwargs
 
 Choose = Callable[[torch.Tensor, list], int]    # (raw logits [V], context ids) -> the drafted token
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
-from ..chain_stage import prepare
-from ..shaping import build_processors, shape
-from ..tokens import encode_prompt
+from engine.samplers.chain import prepare
+from engine.samplers.shaping import build_processors, shape
+from engine.model.tokens import encode_prompt
 from .drafts import make_draft
 from .verify import residual
 

@@ -110,7 +110,7 @@ class _Checker:
         if self.config.grammar_kind != "json_schema":
             return
         from ..errors import ConfigError
-        from ..json_schema import parse_schema
+        from engine.grammar.json_schema import parse_schema
 
         try:
             parse_schema(self.config.grammar)

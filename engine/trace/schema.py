@@ -33,7 +33,7 @@ class Trace:
     versions: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     forced: dict = field(default_factory=dict)      # step index -> token id forced there (branches)
-    findings: dict = field(default_factory=dict)    # analysis results, filled by engine.explain
+    findings: dict = field(default_factory=dict)    # analysis results, filled by engine.explain.findings
     rounds: list = field(default_factory=list)      # [Round] speculative decoding's draft-and-check rounds
     schema: str = SCHEMA
 

@@ -27,7 +27,7 @@ class Result:
 
 def cli_in_process(capsys, monkeypatch, *args, model=None):
     """`decode ARGS` through the CLI's main() in this process (a real process pays ~10 s of imports)."""
-    from engine.__main__ import main
+    from engine.cli.main import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     argv = ["decode", *args] + (["--model", str(model)] if model is not None else [])

@@ -1,6 +1,6 @@
 """The reference for constrained decoding: llguidance's own matcher walked by hand over the model's logits.
 
-It shares nothing with engine/grammar.py: its own llguidance tokenizer and matcher, a full forward pass over
+It shares nothing with engine/grammar/constrain.py: its own llguidance tokenizer and matcher, a full forward pass over
 the whole sequence at every step (no KV cache), llguidance's own numpy helpers to fill and apply the mask.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.tiny, pytest.mark.cli]
 
 
 def answers(capsys, monkeypatch, folder, *args):
-    from engine.__main__ import main
+    from engine.cli.main import main
 
     return run_cli(capsys, monkeypatch, main, ["answers", "--prompt", "The capital of", "--model", folder, *args])
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers.generation.utils import GenerationMixin as HF
 
-from engine.beam import (NEG, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
+from engine.decoding.beam import (NEG, early_stop_heuristic, has_unfinished_sequences, running_beams_for_next_iteration,
                          top_k_continuations, update_finished_beams)
 
 CASES = [(seed, B, V) for seed in range(6) for B, V in ((1, 7), (2, 11), (3, 50), (5, 40))]

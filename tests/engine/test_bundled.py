@@ -62,7 +62,7 @@ def test_bundled_soft_drifts_away_from_real_tokens(bundled):
 
 # ---- the "inside the choice" engines on the real model ----------------------------------------
 def test_bundled_teacher_forcing_matches_a_plain_forward_pass(bundled):
-    from engine.teacher import epsilon_curve, teacher_force
+    from engine.inside.teacher import epsilon_curve, teacher_force
 
     prompt, reference = "The capital of France is", " Paris. It is a big city."
     forced = teacher_force(bundled, prompt, reference)
@@ -89,7 +89,7 @@ def test_bundled_kv_rows_and_bytes_and_soft_keeps_one_cache(bundled):
 
 
 def test_bundled_feedback_cost_counts(bundled):
-    from engine.embedding import feedback_cost
+    from engine.inside.embedding import feedback_cost
 
     cost = feedback_cost(bundled, repeats=3)
     assert cost.mixture_multiply_adds == 49_152 * 576
@@ -100,7 +100,7 @@ def test_bundled_feedback_cost_counts(bundled):
 def test_bundled_nearest_search_is_exact(bundled):
     """The float16 shortlist in the soft step's nearest-token search finds the same 10 tokens,
     with the same cosines, as a float64 search over all 49,152 rows."""
-    from engine.record import nearest_by_cosine
+    from engine.decoding.record import nearest_by_cosine
 
     E = bundled.embeddings.double()
     norms = E.norm(dim=-1).clamp_min(1e-12)

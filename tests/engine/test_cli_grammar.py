@@ -9,7 +9,7 @@ import llguidance
 import pytest
 
 from cli_helpers import run_cli
-from engine.__main__ import main
+from engine.cli.main import main
 from grammar_reference import reference_greedy
 
 PROMPT = "The capital of France is"

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-import engine.__main__ as cli
+import engine.cli.main as cli
 import engine.model
-import engine.output
+import engine.cli.output
 import hostile_traces
 from engine import ConfigError, DecodeConfig, Trace
-from engine.grammar import parse_schema
+from engine.grammar.constrain import parse_schema
 from engine import decode
 from cli_helpers import Result, assert_one_error_line, cli_in_process
 from tiny_models import ROOT
@@ -75,7 +75,7 @@ def test_a_named_pipe_nobody_writes_to_is_given_up_with_a_message(capsys, monkey
                                                                  loads):
     fifo = tmp_path / "prompt.fifo"
     os.mkfifo(fifo)
-    monkeypatch.setattr(engine.output, "PIPE_WAIT_S", 0.3)
+    monkeypatch.setattr(engine.cli.output, "PIPE_WAIT_S", 0.3)
     result = cli_in_process(capsys, monkeypatch, "--prompt-file", str(fifo), model=tiny_llama_folder[1])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

@@ -16,11 +16,11 @@ import threading
 
 import pytest
 
-import engine.output
+import engine.cli.output
 import hostile_servers as hs
 from cli_helpers import run_cli
 from engine import Trace
-from engine.__main__ import main
+from engine.cli.main import main
 from tiny_models import ROOT
 
 
@@ -122,7 +122,7 @@ def test_real_processes_with_a_full_closed_or_abandoned_standard_output(server):
 # ---- --json files and pipes -------------------------------------------------------------------------------
 def test_json_to_a_named_pipe_nobody_reads_gives_up_then_one_with_a_reader_gets_it_whole(capsys, monkeypatch,
                                                                                             tmp_path, server):
-    monkeypatch.setattr(engine.output, "PIPE_WAIT_S", 0.3)
+    monkeypatch.setattr(engine.cli.output, "PIPE_WAIT_S", 0.3)
     fifo = tmp_path / "trace.fifo"
     os.mkfifo(fifo)
     code, out, err = run_cli(capsys, monkeypatch, main, decode_args(server, "--json", str(fifo)))

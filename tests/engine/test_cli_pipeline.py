@@ -8,7 +8,7 @@ import torch
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from cli_helpers import run_cli
-from engine.__main__ import main
+from engine.cli.main import main
 
 
 def cli(capsys, monkeypatch, *argv):

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from cli_helpers import assert_one_error_line, cli_in_process, run_cli
-from engine.__main__ import main
-from engine.sampler_cli import state_text
+from engine.cli.main import main
+from engine.cli.samplers import state_text
 
 SAMPLE = ["--prompt", "The capital of France is", "--strategy", "sample"]
 LLAMA = [*SAMPLE, "--sampler-order", "llama.cpp"]

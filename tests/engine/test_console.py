@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from engine import console
-from engine.__main__ import main as engine_main
+from engine.cli import console
+from engine.cli.main import main as engine_main
 from cli_helpers import run_cli
 from tiny_models import ROOT
 

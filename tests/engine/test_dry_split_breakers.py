@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine import llama_stages as ll
-from engine.chain_stage import prepare
-from engine.decoder import Decoder
+from engine.samplers import llama as ll
+from engine.samplers.chain import prepare
+from engine.decoding.decoder import Decoder
 
 TEXTS = ["p", "q", "r", "s", "xa", "b c", "t", "ab c", "xab", " c", "d"]
 P, Q, R, S, XA, BC, T, ABC, XAB, C, D = range(11)

@@ -1,4 +1,4 @@
-"""engine.embedding on tiny models: projection geometry, Gumbel over tau, cost counts, the soft lane."""
+"""engine.inside.embedding on tiny models: projection geometry, Gumbel over tau, cost counts, the soft lane."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine.embedding import feedback_cost, gumbel_sweep, project, soft_lane
-from engine.tokens import first_difference
+from engine.inside.embedding import feedback_cost, gumbel_sweep, project, soft_lane
+from engine.model.tokens import first_difference
 
 PROMPT = "The capital of France is"
 
@@ -111,7 +111,7 @@ def exact_nearest(lm, vector: torch.Tensor, k: int = 10):
 
 @pytest.mark.parametrize("vocab", [None, 1000])       # the tokenizer's ~300 (one exact pass) and a wider head
 def test_nearest_by_cosine_equals_a_full_search(vocab):
-    from engine.record import nearest_by_cosine
+    from engine.decoding.record import nearest_by_cosine
     from tiny_models import tiny_llama
 
     lm = tiny_llama(vocab_size=vocab)

@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import run_cli
 from tiny_models import ROOT
-from engine.__main__ import main
+from engine.cli.main import main
 from engine import DecodeConfig, ModelLoadError, Trace, TraceFormatError, decode, load_model
 from engine.model import bytes_display, bundled_cache_dir
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine.chain_stage import prepare
-from engine.sampler_order import kept
-from engine.shaping import build_processors
-from engine.stages import chain_in_order, stage_name
+from engine.samplers.chain import prepare
+from engine.samplers.order import kept
+from engine.samplers.shaping import build_processors
+from engine.samplers.stages import chain_in_order, stage_name
 
 ORDERS = ("transformers", "llama.cpp", "vllm")
 
@@ -118,7 +118,7 @@ def test_chain_in_order_skips_what_an_order_lacks_and_says_so():
 
 
 def test_describe_names_every_stage_in_its_chains_order():
-    from engine.stages import describe
+    from engine.samplers.stages import describe
 
     config = DecodeConfig(strategy="sample", sampler_order="llama.cpp", presence_penalty=0.3, dry_multiplier=0.8,
                           top_k=40, min_p=0.1, temperature=1.5, dynatemp_range=0.3, xtc_probability=0.5)

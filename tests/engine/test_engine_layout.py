@@ -6,8 +6,8 @@ Two rules:
 2. No engine module has the name of something engine/__init__ exports. If `engine.decode` were both the
    module engine/decode.py and the function `decode` re-exported from the package, the attribute would be
    whichever was bound last, and `import engine.decode` anywhere would silently replace the function.
-   A module may still define a function of its own name (engine/explain.py's `explain`, engine/served/decode.py's
-   `served_decode`) as long as the package does not re-export it: then `engine.explain` is only ever the module.
+   A module may still define a function of its own name (engine/explain/findings.py's `explain`,
+   engine/served/decode.py's `served_decode`) as long as the package does not re-export it.
 """
 from __future__ import annotations
 
@@ -113,8 +113,8 @@ def test_a_module_named_like_an_export_is_found(tmp_path):
 
 def test_engine_has_no_import_cycle():
     graph = import_graph()
-    assert {"engine.strategies", "engine.beam", "engine.runner"} <= set(graph)
-    assert ("engine.strategies", "engine.beam") in graph.edges
+    assert {"engine.strategies", "engine.decoding.beam", "engine.decoding.runner"} <= set(graph)
+    assert ("engine.strategies", "engine.decoding.beam") in graph.edges
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, "import cycles in engine/: " + "; ".join(" -> ".join(c + c[:1]) for c in cycles)
 
@@ -138,12 +138,59 @@ def test_imports_inside_a_subpackage_are_read_from_its_own_package(tmp_path):
 
 
 def test_the_engine_is_laid_out_by_family():
-    """Each family of modules lives in its own subpackage, not as a name prefix in one flat folder."""
-    for family, module in (("served", "client"), ("trace", "check"), ("model", "cache")):
+    """Each family of modules lives in its own subpackage, not as a name prefix in one flat folder; the top of
+    engine/ keeps only what every family shares (at most 10 modules)."""
+    for family, module in (("served", "client"), ("trace", "check"), ("model", "cache"), ("samplers", "llama"),
+                           ("grammar", "constrain"), ("decoding", "beam"), ("inside", "lens"), ("cli", "main"),
+                           ("explain", "escape")):
         assert (ENGINE / family / f"{module}.py").is_file(), f"engine/{family}/{module}.py"
     flat = {p.stem for p in ENGINE.glob("*.py")}
-    assert not {name for name in flat if name.startswith(("served", "trace", "model"))}
+    assert len(flat) <= 10, sorted(flat)
+    assert not {name for name in flat if name.startswith(("served", "trace", "model", "sampler", "grammar", "kv"))}
     # state and arithmetic without Streamlit or Plotly live in the engine, not in ui/ or figures/
-    assert {"stepper", "budget", "rerank"} <= flat
+    assert (ENGINE / "decoding" / "stepper.py").is_file() and (ENGINE / "decoding" / "rerank.py").is_file()
     assert not [p for p in (ROOT / "ui").glob("*.py") if p.stem in ("stepper", "budget")]
     assert not (ROOT / "figures" / "beam_rerank.py").exists()
+
+
+def test_each_family_says_what_it_does_and_lists_its_modules():
+    """A family's __init__ docstring names every module in it, so a newcomer reads the family from one place."""
+    for init in ENGINE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert len(doc.split()) >= 8, f"{init.parent.name}: no docstring saying what the family does"
+        modules = {p.name for p in init.parent.glob("*.py")} - {"__init__.py"}
+        missing = {m for m in modules if m not in doc}
+        assert not missing, f"engine/{init.parent.name}/__init__.py does not name {sorted(missing)}"
+
+
+def project_graph() -> nx.DiGraph:
+    """Every module of engine/, ui/, figures/ and pages/ and the project modules each imports (absolute imports;
+    relative ones inside engine/ are read from their package)."""
+    folders = ("engine", "ui", "figures", "pages")
+    files = [p for f in folders for p in (ROOT / f).rglob("*.py")]
+    names = {p: ".".join(p.relative_to(ROOT).with_suffix("").parts) for p in files}
+    names = {p: n[: -len(".__init__")] if n.endswith(".__init__") else n for p, n in names.items()}
+    modules = set(names.values())
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for path, here in names.items():
+        package = (here if path.stem == "__init__" else here.rpartition(".")[0]).split(".")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parts = package[:len(package) - node.level + 1] if node.level else []
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            graph.add_edges_from((here, t) for t in targets if t in modules and t != here)
+    return graph
+
+
+def test_no_import_cycle_in_the_project_and_no_arrow_from_the_engine_up():
+    graph = project_graph()
+    assert {"engine.strategies", "ui.settings", "ui.i18n", "figures.beam_tree", "pages.answers"} <= set(graph)
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c + c[:1]) for c in cycles[:5])
+    up = [(a, b) for a, b in graph.edges if a.startswith("engine") and b.split(".")[0] in ("ui", "figures", "pages")]
+    assert not up, f"the engine imports the app: {up}"

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engine.escape import escape_grid
+from engine.explain.escape import escape_grid
 from trace_builders import ESCAPE_P as P, confident, make_step, make_trace, loop_with
 
 def powered(probs, temperature):
@@ -92,7 +92,7 @@ def by_hand(logits, token, temperature, kind, value):
 
 def test_full_logits_make_the_grid_exact(llama):
     from engine import DecodeConfig, decode
-    from engine.escape import step_logits
+    from engine.explain.escape import step_logits
 
     trace = decode(llama, "The capital of France is", DecodeConfig(max_new_tokens=8))
     estimate = escape_grid(trace)
@@ -127,7 +127,7 @@ def test_a_damaged_trace_gets_no_grid_rather_than_an_error():
 def test_the_first_repeat_of_a_one_token_loop_is_its_second_token():
     """5 7 7 7 7 7 7 7: the 7 of step 1 (0-based) is repeated first at step 2. The loop rule reports the unit
     [7, 7] from step 1, whose second copy starts at step 3: one step late."""
-    from engine.escape import first_repeat
+    from engine.explain.escape import first_repeat
 
     assert first_repeat([5, 7, 7, 7, 7, 7, 7, 7]) == (2, 7)
     assert first_repeat([7, 7, 7, 7, 7, 7]) == (1, 7)

@@ -1,4 +1,4 @@
-"""engine.explain: hand-made traces with answers worked out by hand, then real runs.
+"""engine.explain.findings: hand-made traces with answers worked out by hand, then real runs.
 
 Hand-made traces give every step a few candidates whose probabilities, ranks and
 entropies are written out here, so each expected finding can be checked on paper.
@@ -14,7 +14,8 @@ import math
 import pytest
 
 from engine import DecodeConfig, decode
-from engine.explain import (explain, find_loop, findings_of, flagged_steps, replay_greedy, replay_summary, timeline,
+from engine.explain.findings import (explain, find_loop, findings_of, flagged_steps, replay_greedy, replay_summary,
+                                     timeline,
                             with_findings)
 from engine.trace import Trace
 from trace_builders import confident, loop_trace, low_pick_trace, make_step, make_trace, quiet_trace
@@ -292,7 +293,7 @@ class TestBundledSampledRun:
 class TestCli:
     def test_explain_prints_the_findings_under_the_table_and_stores_them(self, llama, monkeypatch, capsys, tmp_path):
         import engine.model
-        from engine.__main__ import main
+        from engine.cli.main import main
 
         monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
         path = tmp_path / "run.json"
@@ -310,7 +311,7 @@ class TestCli:
 
     def test_without_explain_nothing_is_added(self, llama, monkeypatch, capsys):
         import engine.model
-        from engine.__main__ import main
+        from engine.cli.main import main
 
         monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
         assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "4"]) == 0

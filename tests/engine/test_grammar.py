@@ -1,6 +1,6 @@
 """Constrained decoding against llguidance's own matcher, driven by hand over the model's logits.
 
-The reference walk below shares nothing with engine/grammar.py: it builds its own llguidance tokenizer and
+The reference walk below shares nothing with engine/grammar/constrain.py: it builds its own llguidance tokenizer and
 matcher, runs the model on the whole sequence at every step (no KV cache), masks with llguidance's own
 numpy helpers, and takes the argmax. The engine's greedy ids, every recorded mask and every Z_t must agree.
 Validity is checked with jsonschema and Python's re, never with the grammar library.
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from engine import ConfigError, DecodeConfig, Trace, TraceFormatError, decode
 from engine.config import MAX_GRAMMAR_BYTES
-from engine.grammar import stop_reason
+from engine.grammar.constrain import stop_reason
 from engine.trace.mask import pack_mask, unpack_mask
 from grammar_reference import reference_greedy
 from tiers import examples

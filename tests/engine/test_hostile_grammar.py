@@ -16,7 +16,7 @@ import pytest
 import hostile_traces
 from cli_helpers import assert_one_error_line, cli_in_process
 from engine import ConfigError, DecodeConfig, Trace, TraceFormatError, decode
-from engine.grammar import output_check, parse_schema
+from engine.grammar.constrain import output_check, parse_schema
 
 PROMPT = "The capital of France is"
 
@@ -123,7 +123,7 @@ def test_no_schema_reference_reaches_the_socket(capsys, monkeypatch, tmp_path, t
     """Every place a schema is read, handed a $ref to a listening socket: the CLI flag, an uploaded trace, the
     output check, and jsonschema's registry on its own (the schema's own check left out). No connection first,
     then each place's one line."""
-    from engine.json_schema import OUTSIDE, check_output
+    from engine.grammar.json_schema import OUTSIDE, check_output
 
     with hostile_traces.Listener() as listener:
         ref = {"type": "object", "properties": {"a": {"$ref": f"{listener.address}/a.json"}}}
@@ -149,7 +149,7 @@ def test_no_schema_reference_reaches_the_socket(capsys, monkeypatch, tmp_path, t
 
 def english(verdict: tuple) -> tuple:
     """check_output's (valid, verdict, values) as (valid, the English sentence)."""
-    from engine.grammar import VERDICT_WORDS
+    from engine.grammar.constrain import VERDICT_WORDS
 
     valid, name, values = verdict
     return valid, VERDICT_WORDS[name].format(**values)
@@ -159,7 +159,7 @@ def grammar_library_reads(schema) -> str:
     """What llguidance says of a schema it is handed without our check: its error, or '' when it reads it."""
     from llguidance import LLMatcher
 
-    from engine.linear_match import byte_tokenizer
+    from engine.grammar.linear_match import byte_tokenizer
 
     return LLMatcher.validate_grammar(LLMatcher.grammar_from_json_schema(schema), byte_tokenizer())
 
@@ -174,7 +174,7 @@ def grammar_library_reads(schema) -> str:
 def test_a_grammar_that_is_not_text_or_not_its_kind_is_named_not_raised(kind, text, output, words):
     """A lone surrogate escaped in JSON parses, but neither UTF-8 nor the grammar library can hold it: one line
     before any decode, and an uploaded trace's output check answers 'not checked' instead of raising."""
-    from engine.grammar import check_grammar
+    from engine.grammar.constrain import check_grammar
 
     with pytest.raises(ConfigError, match=words):
         check_grammar(kind, text)

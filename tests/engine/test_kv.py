@@ -12,8 +12,8 @@ import pytest
 
 from engine import DecodeConfig
 from engine import decode
-from engine.kv import paged_layout
-from engine.kv_trace import cache_steps
+from engine.decoding.kv import paged_layout
+from engine.inside.kv_trace import cache_steps
 
 PROMPT = "The capital of France is Paris. The capital of"
 

@@ -5,7 +5,7 @@ import pytest
 
 from engine import DecodeConfig, decode
 from engine.errors import ConfigError
-from engine.lanes import LaneBatch, decode_lanes
+from engine.decoding.lanes import LaneBatch, decode_lanes
 
 PROMPT = "The capital of France is"
 N = 10

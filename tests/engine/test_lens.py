@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from engine import ConfigError, DecodeConfig, decode
-from engine.lens import lens_next, lens_of_trace
+from engine.inside.lens import lens_next, lens_of_trace
 
 
 def named_final_norm(lm):
@@ -82,7 +82,7 @@ def test_soft_runs_are_refused_in_one_sentence(llama):
 
 def test_a_longer_run_reuses_the_earlier_columns(llama):
     config = DecodeConfig(strategy="sample", max_new_tokens=7, seed=4)
-    from engine.decoder import Decoder
+    from engine.decoding.decoder import Decoder
 
     decoder = Decoder(llama, "The capital of France is", config)
     for _ in range(3):

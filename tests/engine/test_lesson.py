@@ -13,7 +13,7 @@ import pytest
 import hostile_traces
 from cli_helpers import run_cli
 from engine import DecodeConfig, Trace, TraceFormatError, decode
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.lesson import lesson_html, parse_notes
 from engine.lesson.view import tree_rows
 from engine.errors import ConfigError

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine import llama_stages as ll
-from engine.chain_stage import accept, prepare
-from engine.sampler_order import llama_cpp_processors
-from engine.stages import stage_name
+from engine.samplers import llama as ll
+from engine.samplers.chain import accept, prepare
+from engine.samplers.order import llama_cpp_processors
+from engine.samplers.stages import stage_name
 
 PROBS = [0.1, 0.2, 0.3, 0.4]
 

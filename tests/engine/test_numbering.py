@@ -8,7 +8,7 @@ from engine import DecodeConfig, decode
 
 def test_cli_table_counts_steps_from_one(llama, monkeypatch, capsys):
     import engine.model
-    from engine.__main__ import main
+    from engine.cli.main import main
 
     monkeypatch.setattr(engine.model, "load_model", lambda name=None, progress=None, **placement: llama)
     assert main(["decode", "--prompt", "The capital of", "--max-new-tokens", "5"]) == 0
@@ -29,7 +29,7 @@ def test_trace_keeps_zero_based_indices(llama):
 
 def test_candidates_title_names_the_chosen_token_beyond_the_top(llama):
     """A forced pick from far down the list: the title says top N + the chosen (its rank), not top N+1."""
-    from engine.decoder import Decoder
+    from engine.decoding.decoder import Decoder
     from figures.candidates import candidates_figure
 
     ids = llama.tokenizer("The capital of", return_tensors="pt").input_ids

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tiers import examples
 
 from engine import DecodeConfig
-from engine.shaping import build_processors, shape
+from engine.samplers.shaping import build_processors, shape
 from engine.trace import (Candidate, FeedBack, KVStep, Neighbour, Node, Sequence, Step, Trace)
 
 TOP_P_TOL = 1e-4      # absolute, on cumulative mass (float32 cumsum over <= 48 tokens)

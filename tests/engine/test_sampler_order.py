@@ -10,9 +10,9 @@ import torch
 
 from cli_helpers import run_cli
 from engine import DecodeConfig, decode
-from engine.__main__ import main
-from engine.sampler_order import disputed, kept, llama_cpp_processors
-from engine.shaping import build_processors
+from engine.cli.main import main
+from engine.samplers.order import disputed, kept, llama_cpp_processors
+from engine.samplers.shaping import build_processors
 
 PROBS = [0.1, 0.2, 0.3, 0.4]
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from engine import DecodeConfig, Trace, TraceFormatError, decode
-from engine.chain_stage import prepare
-from engine.decoder import Decoder
+from engine.samplers.chain import prepare
+from engine.decoding.decoder import Decoder
 from engine.errors import ConfigError
-from engine.shaping import build_processors
-from engine.stages import chain_in_order
+from engine.samplers.shaping import build_processors
+from engine.samplers.stages import chain_in_order
 
 ALL_ON = {
     "transformers": dict(repetition_penalty=1.3, no_repeat_ngram_size=3, temperature=1.2, top_h=0.9, top_k=60,

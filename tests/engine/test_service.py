@@ -136,7 +136,7 @@ def test_an_error_reaches_every_caller_and_nothing_is_kept(llama):
 def test_other_results_are_remembered_once_bounded_and_errors_are_not_kept(llama):
     """Teacher forcing's scores, a soft lane: computed once per key (the model's forward passes counted), evicted
     with the traces under one byte bound, and a refusal reaches the caller without being kept."""
-    from engine.teacher import teacher_force
+    from engine.inside.teacher import teacher_force
     from engine.errors import ConfigError
 
     service = DecodeService()

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from engine import DecodeConfig
-from engine.decoder import Decoder
-from engine.lanes import decode_lanes
+from engine.decoding.decoder import Decoder
+from engine.decoding.lanes import decode_lanes
 from tiny_models import TINY_BUILDERS
 
 PROMPT = "The capital of France is"

@@ -7,7 +7,7 @@ import pytest
 from cli_helpers import run_cli
 from tiny_models import tiny_llama
 from engine import Trace
-from engine.__main__ import main
+from engine.cli.main import main
 
 PROMPT = "The capital of France is Paris. The capital of Italy is"
 

@@ -19,7 +19,7 @@ SETTINGS = dict(repetition_penalty=1.3, temperature=0.7, top_k=30, top_p=0.9, mi
 
 
 def reference_processors():
-    """Built here by hand, in the order generate documents, not through engine.shaping."""
+    """Built here by hand, in the order generate documents, not through engine.samplers.shaping."""
     return [("repetition_penalty", RepetitionPenaltyLogitsProcessor(1.3)),
             ("temperature", TemperatureLogitsWarper(0.7)),
             ("top_k", TopKLogitsWarper(top_k=30)),

@@ -1,4 +1,4 @@
-"""engine.teacher on tiny random models: every number against an independent reference.
+"""engine.inside.teacher on tiny random models: every number against an independent reference.
 
 References are plain forward passes over whole prefixes (no cache), hand-worked KL values,
 and engine.Decoder for free running. eps = 0 must be teacher forcing, eps = 1 free running.
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from engine import ConfigError, DecodeConfig
-from engine.decoder import Decoder
-from engine.teacher import (coins, curve_passes, epsilon_curve, free_run, kl_divergence, runs, scheduled_sampling,
+from engine.decoding.decoder import Decoder
+from engine.inside.teacher import (coins, curve_passes, epsilon_curve, free_run, kl_divergence, runs,
+                                   scheduled_sampling,
                             teacher_force)
 
 PROMPT = "The capital of France"

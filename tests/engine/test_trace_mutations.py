@@ -17,17 +17,17 @@ from tiers import examples
 
 import hostile_traces
 from engine import DecodeConfig, Trace, TraceFormatError, decode
-from engine.explain import findings_of, timeline
-from engine.rerank import rerank
+from engine.explain.findings import findings_of, timeline
+from engine.decoding.rerank import rerank
 from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
-from engine.tokens import first_difference
+from engine.model.tokens import first_difference
 from figures.compare import lanes_figure, token_ids, token_logprobs
-from engine.escape import TOKEN_STRATEGIES, escape_grid, loop_step
+from engine.explain.escape import TOKEN_STRATEGIES, escape_grid, loop_step
 from figures.stages import stages_figure
 from figures.speculative import acceptance_bars, p_and_q, residual_bars, rounds_strip, u_against_ratio
 from engine.speculative.summary import acceptance
-from engine.stepper import Stepper
+from engine.decoding.stepper import Stepper
 from ui.token_view import token_html, tokens_of
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from engine import DecodeConfig, decode
-from engine.shaping import build_processors
-from engine.stages import stage_name
+from engine.samplers.shaping import build_processors
+from engine.samplers.stages import stage_name
 from generate_reference import generate_ids, strip_generated
 
 NONE = torch.zeros((1, 1), dtype=torch.long)

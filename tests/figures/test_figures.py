@@ -8,7 +8,7 @@ import pytest
 from engine import DecodeConfig, Sequence, Trace
 from trace_builders import STEP, beam_trace
 from trace_builders import candidate as cand, figure_step as step
-from engine.rerank import rerank
+from engine.decoding.rerank import rerank
 from figures.beam_tree import WORDS as BEAM_WORDS, beam_tree_figure, best_path
 from figures.candidates import CUT, candidates_figure
 from figures.compare import lanes_figure

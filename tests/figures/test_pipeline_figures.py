@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 from engine import Candidate, Stage, StageToken, Step
-from engine.escape import COLUMNS, EscapeGrid
-from engine.lens import Lens, LensCell
+from engine.explain.escape import COLUMNS, EscapeGrid
+from engine.inside.lens import Lens, LensCell
 from figures.escape import BEST, escape_figure, run_cell
 from figures.lens import FIRST, lens_figure
 from figures.stages import CHOSEN, WORDS, stage_label, stages_figure

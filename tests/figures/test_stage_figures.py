@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import plotly.io as pio
 
 from engine import DecodeConfig
-from engine.kv_trace import BeamCache, CacheStep, PagedBlock
+from engine.inside.kv_trace import BeamCache, CacheStep, PagedBlock
 from figures.beam_tree import WORDS as BEAM_WORDS, beam_tree_figure
 from figures.candidates import candidates_figure
 from figures.kv import cache_rows, paged_blocks

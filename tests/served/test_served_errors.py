@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from served_helpers import free_port
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.served import ServedError, Server, check_url
 
 

@@ -16,7 +16,7 @@ import pytest
 import hostile_servers as hs
 from tiers import spread
 from engine import Trace
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.config import DecodeConfig
 from engine.served import ServedError, Server
 from engine.served.decode import served_decode

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from engine import load_model
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.config import DecodeConfig
 from engine.served import Server, ServedError
 from engine.served.decode import TEXT_IDS_FROM, served_decode

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from engine.config import DecodeConfig
-from engine.sampler_order import kept
+from engine.samplers.order import kept
 from engine.served import Server
-from engine.shaping import build_processors
+from engine.samplers.shaping import build_processors
 
 PROMPT = "Paris is a"          # an unsure next token: " place" leads with p = 0.021, many follow closely
 LISTED = 20

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.config import DecodeConfig
 from engine.errors import TraceFormatError
 from engine.served import Server, ServedError

@@ -1,7 +1,7 @@
 """llama.cpp's sampler order on a real llama.cpp server (llama-cpp-python, serving the bundled SmolLM2): at a
 low temperature with min-p, llama.cpp applies min-p before the temperature, so it keeps tokens that
 transformers' order (temperature first) drops. The server's own sampled tokens must all lie in the set
-engine.sampler_order computes from the server's raw top-N, and some must lie outside transformers' set.
+engine.samplers.order computes from the server's raw top-N, and some must lie outside transformers' set.
 
 The prompt is one whose next token the model is unsure of: measured here, " place" leads and six tokens lie
 between 0.5 and 0.71 of its probability, the band where the two orders part at min-p 0.5 and temperature 0.5
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from engine.config import DecodeConfig
-from engine.sampler_order import kept, llama_cpp_processors
+from engine.samplers.order import kept, llama_cpp_processors
 from engine.served import Server
-from engine.shaping import build_processors
+from engine.samplers.shaping import build_processors
 
 PROMPT = "Paris is a"
 CONFIG = DecodeConfig(strategy="sample", temperature=0.5, min_p=0.5, top_k=0, top_p=1.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from cli_helpers import run_cli
-from engine.__main__ import main
+from engine.cli.main import main
 from engine.config import DecodeConfig
 from engine.served import Server
 from engine.served.decode import served_decode

@@ -11,7 +11,7 @@ from engine import load_model
 from engine.errors import ConfigError
 from engine.served import Server
 from engine.served.teacher import served_teacher_force
-from engine.teacher import teacher_force
+from engine.inside.teacher import teacher_force
 from served_fixtures import vllm_like
 from served_helpers import QUANTISED_CLOSE
 

@@ -143,7 +143,7 @@ def peak_of(run) -> int:
 @pytest.fixture(scope="module")
 def constrained(tiny_llama_folder):
     """A constrained decode that ends by completing its one choice (the grammar's text is whole)."""
-    from engine.grammar import stop_reason
+    from engine.grammar.constrain import stop_reason
 
     trace = decode(tiny_llama_folder[0], PROMPT, DecodeConfig(strategy="greedy", max_new_tokens=12,
                                                                grammar_kind="choices", grammar='["Paris"]'))
@@ -211,7 +211,7 @@ def test_hostile_schemas_in_the_box_get_one_line_and_reach_nothing(tiny_llama_fo
     """References outside the schema (to a listening socket, a file, a relative name), true, false and a schema
     nested 200 deep: each gets its one line, saying what the CLI's says (the engine names its reason, the page
     has words for it), the last result stays, no connection."""
-    from engine.grammar import parse_schema
+    from engine.grammar.constrain import parse_schema
     from engine.errors import ConfigError
 
     _, folder = tiny_llama_folder

@@ -169,15 +169,15 @@ def test_presentation_mode_enlarges_figure_text(tiny_llama_folder):
 def test_a_second_session_gets_teacher_forcing_and_the_soft_lane_from_memory(tiny_llama_folder, monkeypatch):
     """Teacher forcing's scores, its free run, the soft lane and the sweep are computed once per server: a new
     session opening the same page and settings is answered from memory, with the same numbers."""
-    import engine.embedding
+    import engine.inside.embedding
     import engine.service
-    import engine.teacher
+    import engine.inside.teacher
 
     lm, folder = tiny_llama_folder
     monkeypatch.setattr(engine.service, "_SHARED", engine.service.DecodeService())   # what other tests kept: gone
     calls = []
-    for module, name in [(engine.teacher, "teacher_force"), (engine.teacher, "free_run"),
-                         (engine.embedding, "soft_lane"), (engine.embedding, "gumbel_sweep")]:
+    for module, name in [(engine.inside.teacher, "teacher_force"), (engine.inside.teacher, "free_run"),
+                         (engine.inside.embedding, "soft_lane"), (engine.inside.embedding, "gumbel_sweep")]:
         real = getattr(module, name)
         monkeypatch.setattr(module, name,
                             lambda *a, _real=real, _name=name, **k: (calls.append(_name), _real(*a, **k))[1])

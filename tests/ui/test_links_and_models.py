@@ -156,18 +156,19 @@ def encoded(monkeypatch):
     """Every prompt a page hands to the engine's tokenizing step (the first piece of real work)."""
     import importlib
 
-    import engine.tokens
+    import engine.model.tokens
     from engine.service import shared_service
 
     shared_service().clear()         # results other tests left in the shared service would skip the work
     prompts = []
-    real = engine.tokens.encode_prompt
+    real = engine.model.tokens.encode_prompt
 
     def spy(lm, prompt, *args, **kwargs):
         prompts.append(prompt)
         return real(lm, prompt, *args, **kwargs)
 
-    for name in ("engine.runner", "engine.decoder", "engine.embedding", "engine.teacher", "engine.lens"):
+    for name in ("engine.decoding.runner", "engine.decoding.decoder", "engine.inside.embedding",
+                 "engine.inside.teacher", "engine.inside.lens"):
         monkeypatch.setattr(importlib.import_module(name), "encode_prompt", spy)
     return prompts
 

@@ -23,12 +23,12 @@ REFERENCE = " Paris. It is a big city."
 def passes(tiny_llama_folder, monkeypatch):
     """Forward passes of the app's shared tiny Llama, counted by a hook from `attach()` on; and every
     reference the engine tokenized."""
-    import engine.teacher
+    import engine.inside.teacher
 
     _, folder = tiny_llama_folder
     ui.shared_model._models.clear()
     count = {"forward": 0, "references": []}
-    real_encode = engine.teacher.encode_reference
+    real_encode = engine.inside.teacher.encode_reference
 
     def encode(lm, reference):
         count["references"].append(reference)
@@ -43,7 +43,7 @@ def passes(tiny_llama_folder, monkeypatch):
         model = ui.shared_model._models()[ui.shared_model.model_key(folder)].model
         handles.append(model.register_forward_hook(hook))
 
-    monkeypatch.setattr(engine.teacher, "encode_reference", encode)
+    monkeypatch.setattr(engine.inside.teacher, "encode_reference", encode)
     count["attach"] = attach
     yield count
     for handle in handles:

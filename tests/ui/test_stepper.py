@@ -1,4 +1,4 @@
-"""The Step-by-step page's state (engine.stepper.Stepper) on the tiny Llama: cursor, branches, reconfigure.
+"""The Step-by-step page's state (engine.decoding.stepper.Stepper) on the tiny Llama: cursor, branches, reconfigure.
 
 References are independent of the stepper: transformers' `generate` from the same ids, and a
 count of the model's forward passes taken by a forward hook.
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine import DecodeConfig, decode
-from engine.stepper import Stepper
+from engine.decoding.stepper import Stepper
 
 PROMPT = "The capital of France is"
 GREEDY = DecodeConfig(strategy="greedy", max_new_tokens=10)
@@ -282,7 +282,7 @@ def test_an_opening_under_other_settings_or_another_prompt_decodes_its_own_first
 
 
 def test_a_model_the_server_lets_go_leaves_no_first_steps_behind(llama):
-    from engine.stepper import OPENINGS
+    from engine.decoding.stepper import OPENINGS
 
     Stepper(llama, PROMPT, GREEDY)
     OPENINGS.forget(llama)

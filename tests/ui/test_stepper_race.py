@@ -6,8 +6,8 @@ import threading
 import time
 
 from engine import DecodeConfig
-from engine.decoder import Decoder
-from engine.stepper import Stepper
+from engine.decoding.decoder import Decoder
+from engine.decoding.stepper import Stepper
 
 
 def test_overlapping_reconfigures_leave_a_consistent_stepper(llama, monkeypatch):

@@ -155,7 +155,7 @@ def each_example_finishes(lm, prompt: str, strategies=("greedy", "sample")) -> N
     """Each ready example, decoded by each of `strategies` on `prompt` with the tokens NEEDS gives it, ends where
     its grammar can end."""
     from engine import DecodeConfig, decode
-    from engine.grammar import stop_reason
+    from engine.grammar.constrain import stop_reason
     from ui.grammar_examples import EXAMPLES, NEEDS
 
     for kind, examples in EXAMPLES.items():

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from app_helpers import open_app, texts, unescaped
-from engine.grammar import output_verdict, VERDICT_WORDS
+from engine.grammar.constrain import output_verdict, VERDICT_WORDS
 from figures.labels import one_line, visible
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
@@ -109,7 +109,7 @@ def test_every_reason_and_verdict_the_engine_names_has_words_in_both_languages()
 
     root = Path(__file__).resolve().parents[2]
     reasons = set()
-    for module in ("engine/grammar.py", "engine/json_schema.py"):
+    for module in ("engine/grammar/constrain.py", "engine/grammar/json_schema.py"):
         source = (root / module).read_text(encoding="utf-8")
         reasons |= set(re.findall(r'[")]\s*,\s*"([a-z_]+)"(?=\s*[,)])', source))    # message, "reason", values
     assert {"choices_not_list", "schema_outside", "schema_true", "schema_too_deep"} <= reasons

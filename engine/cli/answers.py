@@ -1,0 +1,144 @@
+"""`python -m engine answers`: the most likely whole answers, the mass the tree holds, and where greedy, beam
+search and samples land. Prints the ranked answers and the ledger; `--json FILE` writes the run, which the
+Whole answers page opens without the model."""
+from __future__ import annotations
+
+import math
+
+from engine.errors import ConfigError
+
+BITS = math.log(2)
+
+
+def add_answers_arguments(p) -> None:
+    from engine.config import (MAX_ANSWER_DEPTH as MAX_DEPTH, MAX_ANSWER_SAMPLES as MAX_SAMPLES,
+                               MAX_TREE_BATCH as MAX_BATCH,
+                         MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGET)
+
+    p.add_argument("--depth", type=int, default=8, help=f"tokens an answer may have before its end (1..{MAX_DEPTH})")
+    p.add_argument("--budget", type=int, default=200, help=f"prefixes expanded, one row of a forward pass each "
+                                                           f"(1..{MAX_BUDGET})")
+    p.add_argument("--top", type=int, default=10, help="answers printed, most likely first (1..100)")
+    p.add_argument("--branch", type=int, default=8, help=f"children kept per expanded prefix (1..{MAX_BRANCH})")
+    p.add_argument("--batch", type=int, default=16, help=f"prefixes expanded per forward pass (1..{MAX_BATCH})")
+    p.add_argument("--samples", type=int, default=0, help=f"seeded samples rescored exactly (0..{MAX_SAMPLES})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the samples")
+    p.add_argument("--beams", default="1,4", help="greedy (1) and the beam widths to place among the answers")
+    p.add_argument("--distribution", default="model", choices=("model", "sampler"),
+                   help="model: the model's own softmax (temperature 1, nothing cut); sampler: after the "
+                        "temperature, top-k, top-p and min-p below")
+    p.add_argument("--temperature", type=float, default=1.0, help="the sampler's temperature")
+    p.add_argument("--top-k", type=int, default=0, help="the sampler's top-k (0: off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="the sampler's top-p (1: off)")
+    p.add_argument("--min-p", type=float, default=0.0, help="the sampler's min-p (0: off)")
+    p.add_argument("--json", metavar="FILE", help="write the run as JSON ('-' for standard output)")
+
+
+def settings_from_args(args):
+    from engine.answers import Distribution, TreeSettings
+    from engine.answers.landed import parse_beams
+    from engine.answers.samples import MAX_SAMPLES
+
+    if not 1 <= args.top <= 100:
+        raise ConfigError("top", f"--top: must be between 1 and 100, got {args.top}")
+    if not 0 <= args.samples <= MAX_SAMPLES:
+        raise ConfigError("samples", f"--samples: must be between 0 and {MAX_SAMPLES}, got {args.samples}")
+    dist = Distribution(args.distribution, args.temperature, args.top_k, args.top_p, args.min_p)
+    if args.distribution == "model" and (args.temperature, args.top_k, args.top_p, args.min_p) != (1.0, 0, 1.0, 0.0):
+        raise ConfigError("distribution", "--distribution: the sampler's settings apply to --distribution sampler; "
+                                          "add it, or leave them out")
+    settings = TreeSettings(args.depth, args.budget, args.branch, args.batch, dist)
+    try:
+        settings.check()
+    except ConfigError as exc:
+        raise ConfigError(exc.param, f"--{str(exc).replace('_', '-')}") from None
+    return settings, parse_beams(args.beams)
+
+
+def format_run(run, top: int) -> str:
+    """The ranked answers with their probabilities, the ledger, and where each strategy landed."""
+    from engine.answers.meaning import answer_entropy, count_entropy, group_entropy, normalise
+
+    tree = run.tree
+    led = tree.ledger
+    lines = [f"distribution: {tree.settings.distribution.describe()}",
+             f"{tree.expansions:,} prefixes expanded in {tree.passes:,} forward passes, {tree.seconds:.2f} s"
+             + (" (stopped)" if tree.stopped else ""), "",
+             f"{'rank':>4}  {'probability':>12}  {'log p':>8}  answer"]
+    for i, a in enumerate(tree.answers[:top]):
+        mark = "" if tree.beyond_reach(a.logprob) else "  ?"
+        lines.append(f"{i + 1:>4}  {a.prob:>12.4e}  {a.logprob:>8.3f}  {_show(a.text)}{mark}")
+    certified = tree.certified_count
+    lines += ["", f"certified: the top {certified} found are the model's top {certified} among answers of at "
+                  f"most {tree.settings.depth} tokens" if certified else
+              "certified: none yet; an answer not found may be more probable than every answer found",
+              f"(? : an answer not found could be more probable: the bound is {led.bound:.4e})", "",
+              "ledger (adds up to 1):",
+              f"  complete answers found  {led.answers:.6f}",
+              f"  open prefixes           {led.open_prefixes:.6f}   (not expanded: the budget ran out)",
+              f"  cut at the depth        {led.cut_at_depth:.6f}   (answers longer than {tree.settings.depth} "
+              f"tokens)",
+              f"  left out                {led.left_out:.6f}   (children not kept)",
+              f"  total                   {led.total:.6f}"]
+    if tree.answers:
+        lines += ["", f"entropy of the answers found: {answer_entropy(tree.answers):.3f} nats; of their groups by "
+                      f"normalised text: {group_entropy(tree.answers):.3f} nats"]
+    if run.landings:
+        lines += ["", "where each strategy lands:"]
+        for x in run.landings:
+            lines.append(_landing_line(x))
+    if run.samples is not None:
+        s = run.samples
+        done = [o for o in s.outcomes if o.complete]
+        lines += ["", f"{s.samples} samples (seed {s.seed}): {len(s.outcomes)} distinct outcomes, "
+                      f"{sum(o.count for o in done)} complete",
+                  f"  mass never sampled: exact {s.unsampled:.4f}; Good-Turing estimate n1/N = "
+                  f"{s.seen_once}/{s.samples} = {s.good_turing:.4f}",
+                  f"  entropy of the samples' groups (counts): "
+                  f"{count_entropy([normalise(o.text) for o in s.outcomes for _ in range(o.count)]):.3f} nats"]
+        for o in s.outcomes[:top]:
+            kind = "" if o.complete else f"  (no end within {tree.settings.depth} tokens)"
+            lines.append(f"  x{o.count:<3} {math.exp(o.logprob):.4e}  {_show(o.text)}{kind}")
+    return "\n".join(lines)
+
+
+def _landing_line(x) -> str:
+    if not x.complete:
+        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)}  (prefix mass {math.exp(x.logprob):.4e})"
+    where = "found in the tree" if x.found else "not among the answers found"
+    rank = f"rank {x.rank}" + ("" if x.exact_rank else " among those found")
+    return f"  {x.strategy:<8} {rank:<26} p = {math.exp(x.logprob):.4e}  {_show(x.text)}  ({where})"
+
+
+def _show(text: str) -> str:
+    return repr(text) if text else "'' (the empty answer)"
+
+
+def answers_main(args, read_prompt, check_prompt, load) -> int:
+    """The command: settings checked before the model loads; errors as one line."""
+    from engine.errors import DecodeScopeError
+    from engine.cli.output import say_error, write_file, write_stdout
+
+    try:
+        settings, beams = settings_from_args(args)
+        if args.prompt_file is not None:
+            args.prompt = read_prompt(args.prompt_file)
+        check_prompt(args.prompt)
+        if not args.prompt.strip():
+            raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
+        from engine.answers.record import to_json
+        from engine.answers.run import explore
+
+        lm = load(args)
+        run = explore(lm, args.prompt, settings, chat=args.chat, beams=beams, samples=args.samples, seed=args.seed)
+        if args.json == "-":
+            write_stdout(to_json(run) + "\n")
+            return 0
+        write_stdout(format_run(run, args.top) + "\n")
+        if args.json:
+            write_file(args.json, to_json(run))
+    except DecodeScopeError as exc:
+        return say_error(exc)
+    except KeyboardInterrupt:
+        return 130
+    return 0
