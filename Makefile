@@ -100,12 +100,12 @@ models: setup
 # Every test in one run of three processes on the two cores, so that one test's waiting (a page drawing, a server
 # answering) is another's working time. A browser test file goes whole to one process (tests/scheduling.py), which
 # has its own app server and Chromium, shared by the files it takes; those files start first, the longest first
-# (tests/browser/conftest.py), and the other tests fill in around them, the ones on Gemma together. The 30
+# (tests/browser/conftest.py), and the other tests fill in around them, the ones on Gemma together. The 15
 # slowest are listed (5: a selection with no test is fine). The pytest cache stays on: `make test ARGS=--lf`
 # reruns the failures.
 TEST_WORKERS ?= 3
 test: setup-test served browser haproxy models
-	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(ARGS); \
+	@DECODESCOPE_REQUIRE_SERVER=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(ARGS); \
 	status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 # The inner loop: every test that needs neither a browser, a llama.cpp server, a bundled model nor a fresh Python
