@@ -185,3 +185,73 @@ def test_a_config_haproxy_refuses_is_named_in_one_line():
     assert problem.startswith("HAProxy refuses the config: ") and "\n" not in problem
     # a name this machine cannot resolve is the proxy host's business, not a refusal
     assert haproxy_check(render(["no-such-host.invalid:8501"], 8080), HAPROXY) == ""
+
+
+@needs_haproxy
+@pytest.mark.process
+def test_a_new_browser_goes_to_the_process_with_the_fewest_open_pages(tmp_path):
+    """Two app processes stand in as small HTTP servers; one holds an open page (a request kept open, as a
+    websocket is), pinned there by its cookie. Each new browser then goes to the other process, every time:
+    round robin would send every other one to the busy process."""
+    import threading
+    import time
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from room.launch import free_port
+
+    release, arrived = threading.Event(), threading.Event()
+
+    def app(name):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path == "/hold":
+                    arrived.set()
+                    release.wait(120)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(name)))
+                self.end_headers()
+                self.wfile.write(name.encode())
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    apps = [app("app1"), app("app2")]
+    port = free_port()
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(render([f"127.0.0.1:{a.server_address[1]}" for a in apps], port))
+    proxy = subprocess.Popen([HAPROXY, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held = None
+    try:
+        def get(path, cookie=None):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                             headers={"Cookie": f"SERVERID={cookie}"} if cookie else {})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.read().decode()
+
+        up = set()
+        for _ in range(200):                         # both servers answer their health checks (every 0.5-2 s)
+            try:
+                up = {get("/") for _ in range(4)}
+            except OSError:
+                up = set()
+            if up == {"app1", "app2"}:
+                break
+            time.sleep(0.1)
+        assert up == {"app1", "app2"}
+        held = threading.Thread(target=get, args=("/hold", "app1"), daemon=True)
+        held.start()
+        assert arrived.wait(30)                      # the held page is open on app1 before the new browsers come
+        assert [get("/") for _ in range(6)] == ["app2"] * 6
+    finally:
+        release.set()
+        if held is not None:
+            held.join(30)
+        proxy.terminate()
+        proxy.wait(30)
+        for a in apps:
+            a.shutdown()
