@@ -147,7 +147,7 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
         except ConfigError as exc:       # a setting the run checks against the model: named as its flag
             if exc.param not in ("depth", "beams", "seed"):
                 raise
-            raise ConfigError(exc.param, f"--{exc}".replace("set the depth", "set --depth")) from None
+            raise ConfigError(exc.param, f"--{exc}") from None
         if args.json == "-":
             write_stdout(to_json(run) + "\n")
             return 0

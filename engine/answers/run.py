@@ -55,7 +55,7 @@ def prompt_for_depth(lm: LoadedModel, prompt: str, chat: bool, depth: int) -> li
         context = lm.facts.context_length
         used = len(encode_prompt(lm, prompt, chat))
         room = context - used - 1
-        advice = f"set the depth to at most {room}, or shorten the prompt" if room >= 1 else "shorten the prompt"
+        advice = f"at most {room} here, or a shorter prompt" if room >= 1 else "shorten the prompt"
         raise ConfigError("depth", f"depth: the prompt ({used:,} tokens) and an answer of {depth} tokens with its "
                                    f"end need {used + depth + 1:,} tokens, more than the model's context of "
                                    f"{context:,}; {advice}", "context", prompt=f"{used:,}", depth=depth,

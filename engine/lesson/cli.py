@@ -40,27 +40,30 @@ def read_trace(path: str):
     try:
         if path == "-":
             data = sys.stdin.buffer.read(MAX_TRACE_BYTES + 1)
-            size = len(data)
+            size = None                  # a pipe's whole size is not known: only that it is over the limit
         else:
             with open(path, "rb") as fh:
                 data = fh.read(MAX_TRACE_BYTES + 1)
-            size = os.path.getsize(path) if len(data) > MAX_TRACE_BYTES else len(data)
+            size = os.path.getsize(path)
     except OSError as exc:
         raise ConfigError("trace", f"TRACE: cannot read {path}: {exc.strerror}") from None
-    if size > MAX_TRACE_BYTES:
-        raise ConfigError("trace", f"TRACE: {path} is {size / 1e6:,.1f} MB; a lesson is made from a trace of at most "
-                                   f"{MAX_TRACE_BYTES / 1e6:g} MB, as the app opens: "
-                                   + what_would_fit(data, MAX_TRACE_BYTES / size))
+    if len(data) > MAX_TRACE_BYTES:
+        shown = f"{size / 1e6:,.1f} MB" if size else f"over {MAX_TRACE_BYTES / 1e6:g} MB"
+        raise ConfigError("trace", f"TRACE: {'standard input' if path == '-' else path} is {shown}; a lesson is made "
+                                   f"from a trace of at most {MAX_TRACE_BYTES / 1e6:g} MB, as the app opens: "
+                                   + what_would_fit(data, MAX_TRACE_BYTES / size if size else None))
     return Trace.from_json(data)
 
 
 _SETTING = re.compile(rb'"(strategy|max_new_tokens|top_n|num_beams)": ("\w+"|\d{1,7})')
 
 
-def what_would_fit(head: bytes, share: float) -> str:
+def what_would_fit(head: bytes, share: float | None) -> str:
     """Advice for a trace `1 / share` times too big: record fewer steps or fewer candidates a step (a trace's
     size grows with their product). The settings are read from the file's config, near its start, and only
-    quoted back in this advice; a file that does not show them gets the share alone."""
+    quoted back in this advice; a file that does not show them, or whose size is not known, gets less."""
+    if share is None:
+        return "decode again recording less (fewer --max-new-tokens, a smaller --top-n, fewer beams)"
     found = {}
     for name, value in _SETTING.findall(head[:2_000_000]):
         found.setdefault(name.decode(), value.decode().strip('"'))
