@@ -31,6 +31,9 @@ MAX_VOCAB = 2**20        # 1,048,576 tokens: the largest real vocabularies hold 
 MAX_MODEL_NAME_BYTES = 255   # a model or draft model name: no longer than a file name may be
 MAX_BEAMS = 32
 MAX_TOP_N = 200
+# a seed is 0..2**63 - 1 everywhere it is read (a flag, a link, a saved file): torch.Generator takes a signed 64-bit
+# number, and the page's own widget offers a smaller range (0..2**31 - 1) inside this one
+MAX_SEED = 2**63 - 1
 GRAMMAR_KINDS = ("json_schema", "regex", "choices", "lark")
 GRAMMAR_STRATEGIES = ("greedy", "sample", "beam")   # one token per step: the grammar's matcher can follow it
 MAX_GRAMMAR_BYTES = 32_000                          # a bigger schema takes seconds to compile, per request
@@ -62,6 +65,13 @@ MAX_TREE_BATCH = 64         # prefixes expanded by one forward pass
 MAX_ANSWER_SAMPLES = 256
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
 MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
+
+
+def seed_problem(seed) -> str:
+    """Why `seed` is not a seed (after the name of whatever gave it), or '' when it is one."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed <= MAX_SEED:
+        return ""
+    return f"must be a whole number from 0 to 2**63 - 1 ({MAX_SEED:,}), got {str(seed)[:40]}"
 
 
 @dataclass(frozen=True)
@@ -218,8 +228,8 @@ class DecodeConfig:
             bad("tau", f"must be greater than 0, got {self.tau}")
         if not 1 <= self.top_n <= MAX_TOP_N:
             bad("top_n", f"must be between 1 and {MAX_TOP_N}, got {self.top_n}")
-        if self.seed < 0 or self.seed >= 2**63:
-            bad("seed", f"must be between 0 and 2**63 - 1, got {self.seed}")
+        if not 0 <= self.seed <= MAX_SEED:
+            bad("seed", seed_problem(self.seed))
         if self.sampler_order not in SAMPLER_ORDERS:
             bad("sampler_order",
                 f"unknown order '{self.sampler_order[:40]}'; choose one of {', '.join(SAMPLER_ORDERS)}")

@@ -13,6 +13,7 @@ from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
 from ui.answers_run import explore_watched, kept
 from ui.chart import show_figure
+from ui.file_text import isolated
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
@@ -64,7 +65,7 @@ if uploaded is not None:
         show_error(t("answers.bad_file", name=uploaded.name[:200], error=memo[2]))
     else:
         run = memo[1]
-        st.success(t("answers.showing_file", model=for_markdown(run.model[:200])))
+        st.success(t("answers.showing_file", model=for_markdown(isolated(run.model, 200))))
 if run is None:
     lm = shared_model(settings)
     identity = (lm.name, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)

@@ -35,6 +35,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.safe_text import printable
+from room import address
+from room.address import MAX_SERVERS, AddressError
 from room.config import render, server_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,6 +119,27 @@ def haproxy_binary() -> str | None:
     """Debian puts HAProxy in /usr/sbin, which a user's PATH may not name."""
     return shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy")
                                             if os.access(p, os.X_OK)), None)
+
+
+def haproxy_check(text: str, binary: str | None = None) -> str:
+    """'' when HAProxy takes the config `text` (haproxy -c), or is not installed here to ask; else its refusal,
+    in one line. A host name that does not resolve on this machine is no refusal: the file may be meant for a
+    proxy host that knows it."""
+    binary = binary or haproxy_binary()
+    if binary is None:
+        return ""
+    with tempfile.TemporaryDirectory(prefix="decodescope-room-check-") as folder:
+        cfg = Path(folder) / "haproxy.cfg"
+        cfg.write_text(text, encoding="utf-8")
+        check = subprocess.run([binary, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=60)
+    if check.returncode == 0:
+        return ""
+    alerts = [line for line in (check.stderr + check.stdout).splitlines() if "ALERT" in line]
+    if alerts and all("could not resolve address" in line or "Failed to initialize server" in line
+                      or "Fatal errors found in configuration" in line for line in alerts):
+        return ""
+    reason = next((line for line in alerts if "Fatal errors" not in line), (check.stderr or check.stdout).strip())
+    return "HAProxy refuses the config: " + printable(" ".join(reason.split()))[:300]
 
 
 def app_command(port: int) -> list:
@@ -213,11 +237,12 @@ class Room:
         if binary is None:
             raise SystemExit("room: HAProxy is not installed (apt-get install haproxy; `make room` does it as root)")
         cfg = self.run_dir / "haproxy.cfg"
-        cfg.write_text(render([f"127.0.0.1:{a.port}" for a in self.apps], self.args.port, self.args.host,
-                              sticky=not self.args.no_sticky), encoding="utf-8")
-        check = subprocess.run([binary, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True)
-        if check.returncode != 0:
-            raise SystemExit(f"room: HAProxy refused {cfg}: {(check.stderr or check.stdout).strip()}")
+        text = render([f"127.0.0.1:{a.port}" for a in self.apps], self.args.port, self.args.host,
+                      sticky=not self.args.no_sticky)
+        problem = haproxy_check(text, binary)
+        if problem:
+            raise SystemExit(f"room: {problem}")
+        cfg.write_text(text, encoding="utf-8")
         self.proxy = Child("haproxy", self.args.port, [binary, "-db", "-f", str(cfg)], dict(os.environ),
                            self.run_dir / "haproxy.log")
         self.proxy.start()
@@ -284,8 +309,14 @@ class Room:
         return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, status 2: what was wrong, no usage block
+        print(f"{self.prog}: error: {printable(message)}", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m room", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m room", description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=2, help="app processes (about one core and 10 students each)")
     parser.add_argument("--port", type=int, default=8080, help="the port HAProxy listens on")
     parser.add_argument("--host", default="127.0.0.1", help="the address HAProxy listens on (0.0.0.0: every interface)")
@@ -302,19 +333,40 @@ def parse(argv=None):
                         help="print HAProxy's config and exit (with --servers: app processes on other hosts)")
     parser.add_argument("--servers", help="HOST:PORT of each app process, comma-separated (with --print-config)")
     args = parser.parse_args(argv)
-    if args.replicas < 1:
-        parser.error("--replicas is 1 or more")
-    if args.app_port_base is None:
-        args.app_port_base = args.port + 1
+    if not 1 <= args.replicas <= MAX_SERVERS:
+        parser.error(f"--replicas: from 1 to {MAX_SERVERS} app processes, got {args.replicas}")
+    try:
+        address.port(args.port, "--port")
+        args.host = address.host(args.host, "--host")
+        if args.app_port_base is None:
+            args.app_port_base = args.port + 1
+        if args.app_port_base != 0:
+            address.port_range(args.app_port_base, args.replicas,
+                               "--app-port-base" if args.app_port_base != args.port + 1 else "--port")
+        if args.servers is not None:
+            if not args.print_config:
+                raise AddressError("--servers: lists app processes on other hosts for --print-config; a room "
+                                   "started here runs its own (--replicas)")
+            args.servers = address.servers(args.servers)
+    except AddressError as exc:
+        parser.error(str(exc))
     return args
 
 
 def main(argv=None) -> int:
     args = parse(argv)
     if args.print_config:
-        servers = ([s.strip() for s in args.servers.split(",") if s.strip()] if args.servers else
-                   [f"127.0.0.1:{args.app_port_base + i}" for i in range(args.replicas)])
-        print(render(servers, args.port, args.host, sticky=not args.no_sticky), end="")
+        if args.app_port_base == 0 and not args.servers:
+            print("python -m room: error: --app-port-base 0 (free ports) is for a room started here; with "
+                  "--print-config name the ports (--app-port-base or --servers)", file=sys.stderr)
+            return 2
+        servers = args.servers or [f"127.0.0.1:{args.app_port_base + i}" for i in range(args.replicas)]
+        text = render(servers, args.port, args.host, sticky=not args.no_sticky)
+        problem = haproxy_check(text)
+        if problem:
+            print(f"python -m room: error: {problem}", file=sys.stderr)
+            return 1
+        print(text, end="")
         return 0
     run_dir = args.run_dir or Path(tempfile.gettempdir()) / f"decodescope-room-{args.port}"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from engine import Trace, TraceFormatError
 from engine.lesson import lesson_html
 from engine.lesson.notes import MAX_NOTE, MAX_TITLE
 from figures.labels import for_markdown
+from ui.file_text import isolated
 from ui.i18n import language, t
 
 
@@ -32,13 +33,15 @@ def lesson_file_name(trace: Trace, page: str) -> str:
 
 NOTE_LINE = re.compile(r"^\s*(\d{1,6})\s*[:：]\s*(.*?)\s*$")     # "3: note" (or "3：" typed in Chinese)
 NOTES_CHARS = 50_000
+LINE_END = re.compile(r"\r?\n")
 
 
 def lesson_notes(text: str, steps: int) -> tuple:
     """A teacher's notes typed one a line, "step: note", as ({"<step>": note}, None); or ({}, the first line that
-    is not such a note, in one sentence). Two lines for one step join."""
+    is not such a note, in one sentence). Two lines for one step join. Lines end at a newline only, as the box
+    shows them: str.splitlines would also split at U+2028, U+0085 or a form feed typed inside a note."""
     notes: dict = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(LINE_END.split(text), start=1):
         if not line.strip():
             continue
         found = NOTE_LINE.match(line)
@@ -93,9 +96,6 @@ def export_bar(trace: Trace | None, fig, page: str, key: str, lesson: bool = Fal
                                 help=t("export.download_figure_help"))
 
 
-NAME_CHARS = 300       # of a file's name or a model's name in a message
-
-
 def _read_once(key: str, uploaded) -> tuple:
     """(trace, None) or (None, the reason), read and checked once per file: every rerun of the page (each
     click) would otherwise parse and check the whole file again."""
@@ -123,12 +123,12 @@ def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
         return None
     trace, error = _read_once(key, uploaded)
     if error is not None:
-        box.error(t("export.bad_trace", name=for_markdown(uploaded.name[:NAME_CHARS]), error=for_markdown(error)))
+        box.error(t("export.bad_trace", name=for_markdown(isolated(uploaded.name)), error=for_markdown(error)))
         return None
     problem = refuse(trace) if refuse is not None else None
     if problem:
         box.error(problem)
         return None
-    box.success(t("export.showing_upload", name=for_markdown(uploaded.name[:NAME_CHARS]),
-                  model=for_markdown(trace.model[:NAME_CHARS])))
+    box.success(t("export.showing_upload", name=for_markdown(isolated(uploaded.name)),
+                  model=for_markdown(isolated(trace.model))))
     return trace

@@ -25,6 +25,7 @@ from engine.explain.findings import replay_greedy, replay_summary, timeline
 from engine.explain.findings import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from figures.served import served_facts
+from ui.file_text import isolated
 from ui.i18n import t
 
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
@@ -246,7 +247,7 @@ def _shared_model(name: str):
 
     chosen = model_key(st.session_state.get("model", ""))
     if model_key(name) != chosen:
-        st.error(for_markdown(t("explain.replay_other_model", model=name, chosen=chosen)))
+        st.error(for_markdown(t("explain.replay_other_model", model=isolated(name), chosen=chosen)))
         return None
     lm = get_lm(chosen)
     return lm if lm is not None and lm.name == model_key(name) else None

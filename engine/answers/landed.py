@@ -58,14 +58,33 @@ def _no_end_at_depth(lm: LoadedModel, tree: AnswerTree, token_ids: tuple) -> flo
 
 
 def parse_beams(text: str) -> list:
-    """'1,4,8' -> [1, 4, 8]: beam widths, each 1..MAX_BEAMS, at most 6."""
+    """'1,4,8' -> [1, 4, 8]: beam widths, each 1..MAX_BEAMS, each once, at most 6."""
     try:
         widths = [int(w) for w in str(text).split(",") if w.strip()]
     except ValueError:
         raise ConfigError("beams", f"beams: '{str(text)[:40]}' is not a list of whole numbers like 1,4,8") from None
+    repeated = next((w for i, w in enumerate(widths) if w in widths[:i]), None)
+    if repeated is not None:
+        raise ConfigError("beams", f"beams: the width {repeated} is given more than once; give each width once, "
+                                   "like 1,4,8")
     if not widths or len(widths) > 6 or any(not 1 <= w <= MAX_BEAMS for w in widths):
         raise ConfigError("beams", f"beams: give 1 to 6 widths, each from 1 to {MAX_BEAMS}, like 1,4,8")
-    return sorted(set(widths))
+    return sorted(widths)
+
+
+def check_beam_cost(widths, depth: int) -> None:
+    """Greedy and each beam search decode depth + 1 steps with one forward pass per beam: refuse a set whose
+    steps x beams pass the step budget one request may take (engine.budget), naming the cost."""
+    from ..budget import step_budget
+
+    beams = sum(set(widths) | {1})
+    cost, budget = (depth + 1) * beams, step_budget()
+    if cost > budget:
+        names = ",".join(str(w) for w in sorted(set(widths) - {1}))
+        raise ConfigError("beams", f"beams: at depth {depth}, greedy and beam widths {names} decode {depth + 1} "
+                                   f"steps with {beams} beams in all, {cost:,} beam steps, more than the {budget:,} "
+                                   "one request may take (DECODESCOPE_COMPARE_STEPS sets it); leave out the widest, "
+                                   "or lower the depth", "cost", cost=f"{cost:,}", most=f"{budget:,}")
 
 
 def land(lm: LoadedModel, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> Landing:

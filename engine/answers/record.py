@@ -3,13 +3,16 @@
 The file carries what was measured (each node's split of its mass, each answer's log-probability, the
 samples' counts); what follows from it (the ledger, the certificate, ranks, depths, token paths) is worked
 out again on reading, so a file cannot claim a ledger its nodes do not add up to. Every count is bounded by
-the settings' own limits before anything is built from it.
+the settings' own limits before anything is built from it. JSON has no -inf: a landing's log-probability is
+null when the answer has probability 0 under the run's distribution (a sampler's top-k or top-p cut one of
+its tokens, while greedy and beam search, which read the model's own scores, still chose it).
 """
 from __future__ import annotations
 
 import json
 import math
 
+from ..config import seed_problem
 from ..errors import TraceFormatError
 from ..trace.reader import _each, _field, _int, _name, _num, _str, read_json, reason
 from .distribution import Distribution
@@ -39,7 +42,7 @@ def to_dict(run: AnswersRun) -> dict:
                    n.best_left_out, _finite(n.entropy), _finite(n.varentropy)] for n in tree.nodes],
         "answers": [[a.node_id, a.logprob, a.text] for a in tree.answers],
         "expansions": tree.expansions, "passes": tree.passes, "seconds": tree.seconds, "stopped": tree.stopped,
-        "landings": [[x.strategy, list(x.token_ids), x.text, x.complete, x.logprob] for x in run.landings],
+        "landings": [[x.strategy, list(x.token_ids), x.text, x.complete, _finite(x.logprob)] for x in run.landings],
     }
     if run.samples is not None:
         out["samples"] = {"n": run.samples.samples, "seed": run.samples.seed,
@@ -54,7 +57,7 @@ def to_json(run: AnswersRun) -> str:
 
 def from_json(text) -> AnswersRun:
     """Read a file: size, nesting, JSON, then every field; TraceFormatError names the first problem."""
-    data = read_json(text, "the file", "a DecodeScope answers file")
+    data = read_json(text, "answers file", "a DecodeScope answers file")
     if not isinstance(data, dict) or data.get("schema") != FORMAT:
         raise TraceFormatError(f"not a DecodeScope answers file: its 'schema' field is not '{FORMAT}'")
     try:
@@ -89,7 +92,7 @@ def _run(d: dict) -> AnswersRun:
         sampled = tuple(_rank_sample(tree, o) for o in samples.outcomes if o.complete)
     return AnswersRun(model=_field(d, "model", _name), prompt=_field(d, "prompt", _str),
                       chat=_field(d, "chat", _boolean), tree=tree, landings=tuple(landings), samples=samples,
-                      sample_landings=sampled, seed=_field(d, "seed", _int))
+                      sample_landings=sampled, seed=_field(d, "seed", _seed))
 
 
 def _settings(v) -> TreeSettings:
@@ -164,7 +167,7 @@ def _landing(v, tree: AnswerTree) -> Landing:
     if not isinstance(v, list) or len(v) != 5:
         raise ValueError("expected [strategy, token ids, text, complete, logprob]")
     ids = tuple(_bounded_ints(v[1], 64, "tokens"))
-    complete, logprob = _boolean(v[3]), _logprob(v[4])
+    complete, logprob = _boolean(v[3]), -math.inf if v[4] is None else _logprob(v[4])     # null: probability 0
     found = complete and any(a.token_ids == ids for a in tree.answers)
     return Landing(_name(v[0])[:40], ids, _text(v[2], MAX_ANSWER_CHARS), complete, logprob,
                    tree.rank_of(logprob) if complete else 0, found, complete and tree.beyond_reach(logprob))
@@ -177,7 +180,7 @@ def _samples(v) -> SampleSummary:
         raise ValueError(f"samples: the outcomes' counts do not add up to {n}")
     from .samples import summarise_outcomes
 
-    return summarise_outcomes(outcomes, n, _field(v, "seed", _int))
+    return summarise_outcomes(outcomes, n, _field(v, "seed", _seed))
 
 
 def _outcome(v) -> Outcome:
@@ -216,6 +219,13 @@ def _share(v) -> float:
 
 def _optional(v) -> float:
     return math.nan if v is None else _num(v)
+
+
+def _seed(v) -> int:
+    x = _int(v)
+    if seed_problem(x):
+        raise ValueError(f"a seed {seed_problem(x)}")
+    return x
 
 
 def _nonneg(v) -> float:

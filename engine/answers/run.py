@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import seed_problem
+from ..errors import ConfigError
 from engine.model.tokens import encode_prompt
-from .landed import Landing, land, landings
+from .landed import Landing, check_beam_cost, land, landings
 from .samples import SampleSummary, draw_samples
 from .tree import AnswerTree, TreeSettings, grow_tree
 from ..model import LoadedModel
@@ -27,7 +29,10 @@ def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = F
             samples: int = 0, seed: int = 0, should_stop=None, progress=None) -> AnswersRun:
     """The tree first (Stop keeps what it has), then greedy and the beams, then the samples."""
     settings.check()
-    prompt_ids = encode_prompt(lm, prompt, chat, settings.depth + 1)
+    if seed_problem(seed):               # the run keeps its seed; a file holding one out of range would not open
+        raise ConfigError("seed", f"seed: {seed_problem(seed)}")
+    check_beam_cost(beams, settings.depth)
+    prompt_ids = prompt_for_depth(lm, prompt, chat, settings.depth)
     tree = grow_tree(lm, prompt_ids, settings, should_stop=should_stop, progress=progress)
     if tree.stopped:
         return AnswersRun(lm.name, prompt, chat, tree, seed=seed)
@@ -37,6 +42,24 @@ def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = F
         summary = draw_samples(lm, prompt_ids, settings, samples, seed)
         sampled = tuple(_rank_sample(tree, o) for o in summary.outcomes if o.complete)
     return AnswersRun(lm.name, prompt, chat, tree, landed, summary, sampled, seed)
+
+
+def prompt_for_depth(lm: LoadedModel, prompt: str, chat: bool, depth: int) -> list:
+    """The prompt's token ids, with room in the context for an answer of `depth` tokens and its end; a prompt
+    that leaves less is named with the setting that asks for the room, the depth."""
+    try:
+        return encode_prompt(lm, prompt, chat, depth + 1)
+    except ConfigError as exc:
+        if exc.param != "max_new_tokens":
+            raise
+        context = lm.facts.context_length
+        used = len(encode_prompt(lm, prompt, chat))
+        room = context - used - 1
+        advice = f"at most {room} here, or a shorter prompt" if room >= 1 else "shorten the prompt"
+        raise ConfigError("depth", f"depth: the prompt ({used:,} tokens) and an answer of {depth} tokens with its "
+                                   f"end need {used + depth + 1:,} tokens, more than the model's context of "
+                                   f"{context:,}; {advice}", "context", prompt=f"{used:,}", depth=depth,
+                          context=f"{context:,}", most=room) from None
 
 
 def _rank_sample(tree: AnswerTree, outcome) -> Landing:

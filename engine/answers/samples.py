@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import MAX_ANSWER_SAMPLES as MAX_SAMPLES
+from ..config import MAX_ANSWER_SAMPLES as MAX_SAMPLES, seed_problem
 from ..errors import ConfigError
 from ..model import LoadedModel
 from .distribution import next_logprobs
@@ -48,8 +48,10 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
     """n samples from the tree's distribution, drawn together one token a step with a seeded generator."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
         raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
+    if seed_problem(seed):
+        raise ConfigError("seed", f"seed: {seed_problem(seed)}")
     settings.check()
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(seed)
     ends = end_ids(lm)
     end_index = torch.tensor(ends)
     prompt = PromptCache(lm, prompt_ids)

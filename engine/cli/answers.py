@@ -22,7 +22,7 @@ def add_answers_arguments(p) -> None:
     p.add_argument("--branch", type=int, default=8, help=f"children kept per expanded prefix (1..{MAX_BRANCH})")
     p.add_argument("--batch", type=int, default=16, help=f"prefixes expanded per forward pass (1..{MAX_BATCH})")
     p.add_argument("--samples", type=int, default=0, help=f"seeded samples rescored exactly (0..{MAX_SAMPLES})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samples")
+    p.add_argument("--seed", type=int, default=0, help="seed of the samples (0..2**63 - 1)")
     p.add_argument("--beams", default="1,4", help="greedy (1) and the beam widths to place among the answers")
     p.add_argument("--distribution", default="model", choices=("model", "sampler"),
                    help="model: the model's own softmax (temperature 1, nothing cut); sampler: after the "
@@ -36,13 +36,16 @@ def add_answers_arguments(p) -> None:
 
 def settings_from_args(args):
     from engine.answers import Distribution, TreeSettings
-    from engine.answers.landed import parse_beams
+    from engine.answers.landed import check_beam_cost, parse_beams
     from engine.answers.samples import MAX_SAMPLES
+    from engine.config import seed_problem
 
     if not 1 <= args.top <= 100:
         raise ConfigError("top", f"--top: must be between 1 and 100, got {args.top}")
     if not 0 <= args.samples <= MAX_SAMPLES:
         raise ConfigError("samples", f"--samples: must be between 0 and {MAX_SAMPLES}, got {args.samples}")
+    if seed_problem(args.seed):
+        raise ConfigError("seed", f"--seed: {seed_problem(args.seed)}")
     dist = Distribution(args.distribution, args.temperature, args.top_k, args.top_p, args.min_p)
     if args.distribution == "model" and (args.temperature, args.top_k, args.top_p, args.min_p) != (1.0, 0, 1.0, 0.0):
         raise ConfigError("distribution", "--distribution: the sampler's settings apply to --distribution sampler; "
@@ -52,7 +55,12 @@ def settings_from_args(args):
         settings.check()
     except ConfigError as exc:
         raise ConfigError(exc.param, f"--{str(exc).replace('_', '-')}") from None
-    return settings, parse_beams(args.beams)
+    try:
+        beams = parse_beams(args.beams)
+        check_beam_cost(beams, settings.depth)
+    except ConfigError as exc:
+        raise ConfigError(exc.param, f"--{exc}") from None
+    return settings, beams
 
 
 def format_run(run, top: int) -> str:
@@ -102,12 +110,16 @@ def format_run(run, top: int) -> str:
     return "\n".join(lines)
 
 
+CUT = "0 (the sampler cuts one of its tokens)"       # greedy and beam search read the model's own scores
+
+
 def _landing_line(x) -> str:
+    p = f"{math.exp(x.logprob):.4e}" if x.logprob > -math.inf else CUT
     if not x.complete:
-        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)}  (prefix mass {math.exp(x.logprob):.4e})"
+        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)}  (prefix mass {p})"
     where = "found in the tree" if x.found else "not among the answers found"
     rank = f"rank {x.rank}" + ("" if x.exact_rank else " among those found")
-    return f"  {x.strategy:<8} {rank:<26} p = {math.exp(x.logprob):.4e}  {_show(x.text)}  ({where})"
+    return f"  {x.strategy:<8} {rank:<26} p = {p}  {_show(x.text)}  ({where})"
 
 
 def _show(text: str) -> str:
@@ -130,7 +142,13 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
         from engine.answers.run import explore
 
         lm = load(args)
-        run = explore(lm, args.prompt, settings, chat=args.chat, beams=beams, samples=args.samples, seed=args.seed)
+        try:
+            run = explore(lm, args.prompt, settings, chat=args.chat, beams=beams, samples=args.samples,
+                          seed=args.seed)
+        except ConfigError as exc:       # a setting the run checks against the model: named as its flag
+            if exc.param not in ("depth", "beams", "seed"):
+                raise
+            raise ConfigError(exc.param, f"--{exc}") from None
         if args.json == "-":
             write_stdout(to_json(run) + "\n")
             return 0

@@ -40,6 +40,18 @@ def check_target(path: str | None, flag: str) -> None:
         raise ConfigError(field, f"{flag}: cannot write {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ConfigError(field, f"{flag}: cannot write {path}: permission denied")
+    if target.is_file() and _read_only(target):
+        raise ConfigError(field, f"{flag}: {path} is read-only (no one may write it); give another file name, "
+                                 "or make it writable first")
+    if _read_only(folder):
+        raise ConfigError(field, f"{flag}: cannot write {path}: the folder {folder} is read-only (no one may write "
+                                 "in it)")
+
+
+def _read_only(path: Path) -> bool:
+    """No write permission for anyone: a file or folder someone protected. os.access alone lets an administrator
+    through (root may write anything), and the file would be replaced, its protection with it."""
+    return not path.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
 
 
 def write_stdout(text: str) -> None:
@@ -67,9 +79,10 @@ def _silence_stdout() -> None:
         os.close(null)
 
 
-def write_file(path: str, text: str) -> None:
-    """Write `text` (UTF-8) to `path`. A regular file (or a new one) is written to a temporary file beside it
-    and renamed over it; a named pipe gets a bounded wait for its reader; a device is written as it is."""
+def write_file(path: str, text: str, flag: str = "--json") -> None:
+    """Write `text` (UTF-8) to `path`, given to `flag` (named in every failure). A regular file (or a new one) is
+    written to a temporary file beside it and renamed over it, keeping the old file's permissions; a named pipe
+    gets a bounded wait for its reader; a device is written as it is."""
     data = clean_text(text).encode("utf-8")
     try:
         try:
@@ -77,17 +90,19 @@ def write_file(path: str, text: str) -> None:
         except FileNotFoundError:
             mode = None
         if mode is not None and stat.S_ISFIFO(mode):
-            _write_pipe(path, data)
+            _write_pipe(path, data, flag)
         elif mode is not None and not stat.S_ISREG(mode):
             with open(path, "wb") as fh:          # /dev/stdout, /dev/full, a terminal: no file to replace
                 fh.write(data)
         else:
-            _replace(os.path.realpath(path), data)
+            _replace(os.path.realpath(path), data, None if mode is None else stat.S_IMODE(mode))
     except OSError as exc:
-        raise DecodeScopeError(f"--json: cannot write {path}: {exc.strerror or exc}") from None
+        raise DecodeScopeError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _replace(target: str, data: bytes) -> None:
+def _replace(target: str, data: bytes, mode: int | None = None) -> None:
+    """`data` into a new file beside `target`, renamed over it: with `target`'s own permissions (`mode`) when it
+    existed (a private file stays private), else those a new file gets."""
     folder, name = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder or ".")
     try:
@@ -95,9 +110,11 @@ def _replace(target: str, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -105,7 +122,7 @@ def _replace(target: str, data: bytes) -> None:
         raise
 
 
-def _write_pipe(path: str, data: bytes) -> None:
+def _write_pipe(path: str, data: bytes, flag: str) -> None:
     """A named pipe blocks a writer until someone reads it: open it non-blocking, wait at most PIPE_WAIT_S
     for a reader and for each part of the text to be taken, then give up with one line."""
     ends = time.monotonic() + PIPE_WAIT_S
@@ -117,7 +134,7 @@ def _write_pipe(path: str, data: bytes) -> None:
             if exc.errno != errno.ENXIO:           # ENXIO: no reader yet
                 raise
             if time.monotonic() >= ends:
-                raise DecodeScopeError(f"--json: {path} is a named pipe and nothing read from it within "
+                raise DecodeScopeError(f"{flag}: {path} is a named pipe and nothing read from it within "
                                        f"{PIPE_WAIT_S:g} s") from None
             time.sleep(0.05)
     try:
@@ -126,7 +143,7 @@ def _write_pipe(path: str, data: bytes) -> None:
         view = memoryview(data)
         while view:
             if not poller.poll(int(PIPE_WAIT_S * 1000)):
-                raise DecodeScopeError(f"--json: {path} is a named pipe whose reader stopped reading for "
+                raise DecodeScopeError(f"{flag}: {path} is a named pipe whose reader stopped reading for "
                                        f"{PIPE_WAIT_S:g} s")
             try:
                 view = view[os.write(fd, view):]

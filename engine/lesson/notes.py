@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigError, quoted
+from engine.model.tokens import unpaired_surrogate
 
 MAX_TITLE = 200              # characters
 MAX_NOTE = 2_000             # characters per note
@@ -38,6 +39,10 @@ def parse_notes(text: str, steps: int, source: str = "--notes") -> dict:
             raise ConfigError("notes", f"{source}: {quoted(key)} is not a step of this run (1..{steps})")
         if not isinstance(note, str):
             raise ConfigError("notes", f"{source}: the note for step {key} must be text, not {type(note).__name__}")
+        bad = unpaired_surrogate(note)
+        if bad is not None:
+            raise ConfigError("notes", f"{source}: the note for step {key} holds {note[bad]!a} at character "
+                                       f"{bad + 1:,}, half of a UTF-16 pair, not text; remove it")
         if len(note) > MAX_NOTE:
             raise ConfigError("notes", f"{source}: the note for step {key} is {len(note):,} characters; "
                                        f"at most {MAX_NOTE:,} fit beside a step")

@@ -24,9 +24,14 @@ _STRING = re.compile(r'"[^"]*"')                # the regex engine keeps no stat
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def check_size(size: int) -> None:
+def check_size(size: int, what: str = "trace") -> None:
+    """Refuse a file over MAX_TRACE_BYTES, named as `what` (a trace, an answers file). A size that rounds to the
+    limit is given in bytes: '20.0 MB; the limit is 20 MB' would read as no fault at all."""
     if size > MAX_TRACE_BYTES:
-        raise TraceFormatError(f"trace is {size / 1e6:,.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:g} MB")
+        shown = f"{size / 1e6:,.1f} MB"
+        if shown == f"{MAX_TRACE_BYTES / 1e6:,.1f} MB":
+            shown = f"{size:,} bytes, over {MAX_TRACE_BYTES:,}"
+        raise TraceFormatError(f"{what} is {shown}; the limit is {MAX_TRACE_BYTES / 1e6:g} MB")
 
 
 def brackets(text: str) -> str:
@@ -49,14 +54,14 @@ def nesting(shape: str, most: int) -> int:
     return deepest
 
 
-def check_structure(text: str) -> None:
+def check_structure(text: str, what: str = "trace") -> None:
     """Refuse deep nesting and floods of tiny containers before parsing: json.loads would
     recurse once per level (RecursionError) and spend ~60 bytes per empty [] or {}."""
     shape = brackets(text)
     if len(shape) > 2 * MAX_CONTAINERS:
-        raise TraceFormatError(f"trace holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
+        raise TraceFormatError(f"{what} holds more than {MAX_CONTAINERS:,} JSON objects and arrays")
     if nesting(shape, MAX_DEPTH) > MAX_DEPTH:
-        raise TraceFormatError(f"trace is nested more than {MAX_DEPTH} levels deep")
+        raise TraceFormatError(f"{what} is nested more than {MAX_DEPTH} levels deep")
 
 
 def reject_constant(name):
@@ -71,14 +76,15 @@ def read_json(text: str | bytes, what: str = "trace", expected: str = "a DecodeS
     UTF-8, nesting and containers before parsing, no NaN or Infinity, no lone surrogate anywhere. Raises
     TraceFormatError with one sentence; `what` names the file in it."""
     if isinstance(text, bytes | bytearray):
-        check_size(len(text))
+        check_size(len(text), what)
         try:
-            text = text.decode("utf-8")
+            text = text.decode("utf-8-sig")          # a byte order mark, as some editors save UTF-8, is not text
         except UnicodeDecodeError:
             raise TraceFormatError(f"{what} is not UTF-8 text; expected {expected}") from None
     else:
-        check_size(len(text.encode("utf-8", "surrogatepass")))
-    check_structure(text)
+        check_size(len(text.encode("utf-8", "surrogatepass")), what)
+        text = text.removeprefix("\ufeff")
+    check_structure(text, what)
     try:
         data = json.loads(text, parse_constant=reject_constant)
     except (json.JSONDecodeError, ValueError) as exc:

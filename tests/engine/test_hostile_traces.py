@@ -77,7 +77,7 @@ def test_the_size_limit_is_20_mb_in_decimal_bytes(real):
     for payload in (padded(greedy, 20_000_001), padded(greedy, 20_000_001).decode()):
         with pytest.raises(TraceFormatError) as info:
             Trace.from_json(payload)
-        assert str(info.value) == "trace is 20.0 MB; the limit is 20 MB"
+        assert str(info.value) == "trace is 20,000,001 bytes, over 20,000,000; the limit is 20 MB"
     with pytest.raises(TraceFormatError, match="trace is 20.6 MB; the limit is 20 MB"):
         Trace.from_json(padded(greedy, 20_600_000))
 

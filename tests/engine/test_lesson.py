@@ -194,3 +194,81 @@ def test_every_stage_of_every_chain_has_its_name_in_the_lessons_languages():
     for lang in ("en", "zh"):
         texts = json.loads((ROOT / "assets" / "texts" / lang / "lesson.json").read_text(encoding="utf-8"))
         assert {f"stage_{name}" for name in STAGE_NAMES} <= set(texts), lang
+
+
+# ---- hostile arguments and files --------------------------------------------------------------------------------
+@pytest.mark.parametrize("title, words", [
+    ("caf\udce9", "--title: is not UTF-8 text (byte 0xE9 at character 4)"),     # a Latin-1 byte in argv
+    ("half \ud83d", "--title: character 6 is '\\ud83d', half of a UTF-16 pair"),
+])
+def test_a_title_that_is_not_text_is_one_line(capsys, monkeypatch, tmp_path, trace_file, title, words):
+    out = tmp_path / "x.html"
+    code, stdout, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace_file), "--out", str(out),
+                                                               "--title", title])
+    assert (code, stdout) == (2, "") and stderr.startswith(f"error: {words}") and stderr.count("\n") == 1, stderr
+    assert not out.exists()
+
+
+def test_a_note_with_a_lone_surrogate_is_one_line(capsys, monkeypatch, tmp_path, trace_file):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"2": "look \\ud800 here"}', encoding="utf-8")        # JSON may escape half a pair
+    out = tmp_path / "x.html"
+    code, stdout, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace_file), "--out", str(out),
+                                                               "--notes", str(notes)])
+    assert (code, stdout) == (2, "")
+    assert stderr == "error: --notes: the note for step 2 holds '\\ud800' at character 6, half of a UTF-16 pair, " \
+                     "not text; remove it\n"
+    assert not out.exists()
+
+
+def test_out_naming_the_trace_itself_is_refused_and_the_trace_kept(capsys, monkeypatch, tmp_path, trace_file):
+    before = trace_file.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(trace_file)
+    for trace, out in ((trace_file, trace_file), (link, trace_file), (trace_file, link)):
+        code, stdout, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace), "--out", str(out)])
+        assert (code, stdout) == (2, "") and stderr.startswith(f"error: --out: {out} is the file given as TRACE")
+        assert stderr.count("\n") == 1
+    notes = tmp_path / "notes.json"
+    notes.write_text("{}", encoding="utf-8")
+    code, _, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace_file), "--out", str(notes),
+                                                          "--notes", str(notes)])
+    assert code == 2 and "is the file given as --notes" in stderr
+    assert trace_file.read_bytes() == before and notes.read_text() == "{}"
+
+
+def test_out_that_cannot_take_the_lesson_is_named_as_out(capsys, monkeypatch, tmp_path, trace_file):
+    import os
+
+    import engine.cli.output
+
+    code, _, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace_file), "--out", "/dev/full"])
+    assert code == 2 and stderr == "error: --out: cannot write /dev/full: No space left on device\n"
+    fifo = tmp_path / "lesson.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(engine.cli.output, "PIPE_WAIT_S", 0.2)
+    code, _, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(trace_file), "--out", str(fifo)])
+    assert code == 2 and stderr.startswith(f"error: --out: {fifo} is a named pipe") and stderr.count("\n") == 1
+
+
+def test_a_trace_past_the_size_a_lesson_reads_says_what_would_fit(capsys, monkeypatch, tmp_path, real):
+    """The CLI records up to 1,024 steps of 200 candidates: 39.3 MB on the tiny Llama, past the 20 MB the app and
+    the lesson read. The line names the file's size and the settings at 90 % of the share that fits: 20 MB /
+    39,259,653 bytes x 0.9 = 0.4585, so 1,024 x 0.4585 = 469 steps or 200 x 0.4585 = 91 candidates."""
+    greedy, _ = real
+    data = greedy.to_dict()
+    data["config"] = {**data["config"], "max_new_tokens": 1024, "top_n": 200}
+    text = json.dumps(data).encode()
+    path = tmp_path / "big.json"
+    path.write_bytes(text + b" " * (39_259_653 - len(text)))
+    out = tmp_path / "x.html"
+    code, stdout, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(path), "--out", str(out)])
+    assert (code, stdout) == (2, "") and stderr.count("\n") == 1 and not out.exists()
+    assert stderr.startswith(f"error: TRACE: {path} is 39.3 MB; a lesson is made from a trace of at most 20 MB")
+    assert "about 46% as much" in stderr and "--max-new-tokens 469 or --top-n 91 would fit" in stderr
+    # a beam search is cut by its steps or its beams
+    data["config"] = {**data["config"], "strategy": "beam", "num_beams": 32, "top_n": 20}
+    text = json.dumps(data).encode()
+    path.write_bytes(text + b" " * (20_181_972 - len(text)))
+    code, _, stderr = run_cli(capsys, monkeypatch, main, ["lesson", str(path), "--out", str(out)])
+    assert code == 2 and "--max-new-tokens 913 or fewer than 32 beams would fit" in stderr
