@@ -18,7 +18,7 @@ import time
 from engine import DecodeConfig, load_model
 from engine.answers import TreeSettings, grow_tree
 from engine.decoding.decoder import Decoder
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from engine import LoadedModel
 
 PROMPT = "What is the capital of France? Answer in one word."

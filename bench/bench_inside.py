@@ -31,7 +31,7 @@ from engine.inside.embedding import feedback_cost, soft_lane
 from engine.inside.kv_trace import cache_steps
 from engine.inside.lens import lens_next
 from engine.inside.teacher import epsilon_curve, teacher_force
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time"
 

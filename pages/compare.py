@@ -2,7 +2,7 @@
 import streamlit as st
 
 from engine import DecodeScopeError
-from engine.model.tokens import first_difference
+from engine.tokens import first_difference
 from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget

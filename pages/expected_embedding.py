@@ -6,7 +6,7 @@ import streamlit as st
 from engine import DecodeConfig
 from engine.inside.embedding import feedback_cost, gumbel_sweep, soft_lane
 from engine.service import shared_service
-from engine.model.tokens import first_difference
+from engine.tokens import first_difference
 from figures.embedding import lane_lines, neighbour_bars, projection_scatter, tau_curve
 from figures.labels import duration, for_markdown, one_line, visible
 from ui.chart import show_figure

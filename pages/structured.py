@@ -4,7 +4,7 @@ import streamlit as st
 from engine import DecodeConfig, DecodeScopeError
 from engine.config import GRAMMAR_KINDS
 from engine.grammar.constrain import output_verdict, stop_reason
-from engine.model.tokens import first_difference
+from engine.tokens import first_difference
 from figures.labels import for_markdown, one_line, visible
 from figures.structured import feasible_strip
 from ui.export import export_bar

@@ -7,7 +7,7 @@ import streamlit as st
 from engine import DecodeConfig, DecodeScopeError, Neighbour
 from engine.service import shared_service
 from engine.inside.teacher import curve_passes, epsilon_curve, free_run, scheduled_sampling, teacher_force
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from figures.embedding import neighbour_bars
 from figures.labels import for_markdown, one_line, visible
 from figures.teacher import epsilon_curve as epsilon_figure

@@ -7,7 +7,7 @@ import streamlit as st
 from engine import ConfigError
 from engine.config import MAX_NEW_TOKENS
 from engine.model import LoadedModel
-from engine.model.tokens import unpaired_surrogate
+from engine.tokens import unpaired_surrogate
 from ui.i18n import t
 from ui.results import keep_or_stop
 from ui.shared_model import loaded_model

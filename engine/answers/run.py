@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..config import seed_problem
 from ..errors import ConfigError
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from .landed import Landing, check_beam_cost, land, landings
 from .samples import SampleSummary, draw_samples
 from .tree import AnswerTree, TreeSettings, grow_tree

@@ -8,7 +8,7 @@ import stat
 import sys
 
 from engine.errors import ConfigError
-from engine.model.tokens import unpaired_surrogate
+from engine.tokens import unpaired_surrogate
 from engine.cli import output
 
 MAX_PROMPT_FILE = 10 * 1024 * 1024   # no model's context holds more; a bigger file is a wrong file

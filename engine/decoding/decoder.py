@@ -23,7 +23,7 @@ from engine.decoding.record import candidates_record, feedback_record, kv_record
 from engine.decoding.runner import Forward, Runner
 from engine.samplers.chain import accept, carry
 from engine.samplers.stages import staged_scores, stages_record
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from engine.trace import FeedBack, Sequence, Step
 
 

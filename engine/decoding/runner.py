@@ -25,7 +25,7 @@ from engine.samplers.chain import prepare
 from engine.samplers.order import HISTORY_STAGES
 from engine.samplers.shaping import build_processors
 from engine.samplers.stages import stage_name
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from engine.trace import Node, Sequence, Step, Trace
 
 

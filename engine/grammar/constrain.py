@@ -26,7 +26,7 @@ from engine.errors import ConfigError
 from engine.grammar.json_schema import JSON_PROBLEMS, OUTSIDE, check_output, parse_schema
 from engine.grammar.linear_match import fullmatch
 from engine.model import LoadedModel
-from engine.model.tokens import unpaired_surrogate
+from engine.tokens import unpaired_surrogate
 from engine.trace import GrammarStep, StageToken
 from engine.trace.mask import pack_mask
 

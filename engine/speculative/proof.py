@@ -18,7 +18,7 @@ import torch
 from ..errors import ConfigError
 from engine.samplers.chain import prepare
 from engine.samplers.shaping import build_processors, shape
-from engine.model.tokens import encode_prompt
+from engine.tokens import encode_prompt
 from .drafts import make_draft
 from .verify import residual
 

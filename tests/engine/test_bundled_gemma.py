@@ -41,7 +41,7 @@ def test_the_answer_tree_on_gemma_gives_a_plain_forward_pass(gemma):
     """Gemma's sliding-window and global layers: a path's mass in the tree (kept keys and values gathered per
     row) is the sum over a plain forward pass of prompt + path."""
     from engine.answers import TreeSettings, grow_tree
-    from engine.model.tokens import encode_prompt
+    from engine.tokens import encode_prompt
 
     ids = encode_prompt(gemma, "法国的首都是", False, 6)
     tree = grow_tree(gemma, ids, TreeSettings(depth=4, budget=24, branch=3, batch=8))

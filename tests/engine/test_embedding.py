@@ -8,7 +8,7 @@ import torch
 
 from engine import DecodeConfig
 from engine.inside.embedding import feedback_cost, gumbel_sweep, project, soft_lane
-from engine.model.tokens import first_difference
+from engine.tokens import first_difference
 
 PROMPT = "The capital of France is"
 

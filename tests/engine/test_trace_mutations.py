@@ -21,7 +21,7 @@ from engine.explain.findings import findings_of, timeline
 from engine.decoding.rerank import rerank
 from figures.beam_tree import beam_tree_figure
 from figures.candidates import candidates_figure
-from engine.model.tokens import first_difference
+from engine.tokens import first_difference
 from figures.compare import lanes_figure, token_ids, token_logprobs
 from engine.explain.escape import TOKEN_STRATEGIES, escape_grid, loop_step
 from figures.stages import stages_figure

@@ -156,12 +156,12 @@ def encoded(monkeypatch):
     """Every prompt a page hands to the engine's tokenizing step (the first piece of real work)."""
     import importlib
 
-    import engine.model.tokens
+    import engine.tokens
     from engine.service import shared_service
 
     shared_service().clear()         # results other tests left in the shared service would skip the work
     prompts = []
-    real = engine.model.tokens.encode_prompt
+    real = engine.tokens.encode_prompt
 
     def spy(lm, prompt, *args, **kwargs):
         prompts.append(prompt)
