@@ -76,7 +76,7 @@ def _lie(data, how):
     (lambda d: d["nodes"][1].__setitem__(6, 0.9), "add up to"),                 # a left-out mass made up
     (lambda d: d["nodes"][2].__setitem__(0, 99), "parent 99"),
     (lambda d: d["nodes"][1].__setitem__(3, 0.5), "at most 0"),
-    (lambda d: d["answers"].append([len(d["nodes"]) + 5, -1.0, "x"]), "not an expanded node"),
+    (lambda d: d["answers"][0].__setitem__(0, len(d["nodes"]) + 5), "not an expanded node"),
     (lambda d: d["settings"].__setitem__("depth", 10**9), "depth"),
     (lambda d: d.__setitem__("nodes", [[-1, -1, "", 0, True, 0, 0, 0, 0, None, None]] * 330_000), "more than"),
     (lambda d: d["samples"].__setitem__("n", 9), "add up to 9"),
