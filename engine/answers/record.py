@@ -243,9 +243,9 @@ def _samples(v, depth: int) -> SampleSummary:
     _field(v, "outcomes", lambda x: _no_more(x, n, f"the {n} samples drawn"))
     outcomes = _each(v, "outcomes", lambda x: _outcome(x, n, depth), "outcome")
     if sum(o.count for o in outcomes) != n:
-        raise ValueError(f"samples: the outcomes' counts do not add up to {n}")
+        raise ValueError(f"the outcomes' counts do not add up to {n}")
     if len({(o.token_ids, o.complete) for o in outcomes}) != len(outcomes):
-        raise ValueError("samples: one outcome is listed twice")
+        raise ValueError("one outcome is listed twice")
     from .samples import summarise_outcomes
 
     return summarise_outcomes(outcomes, n, _field(v, "seed", _seed))
