@@ -11,8 +11,9 @@ branch 2), then writes:
   - "maxima" (with --maxima): a run at the CLI's maxima, depth 64, budget 5,000, branch 64 (320,001 nodes).
 The first three hold every node as a whole row of 11 values, which every version of the reader takes, so
 the same files time an older reader too (--only NAME with PYTHONPATH=<its checkout>). Each file is read in a
-fresh process: size, seconds to read (or to refuse, with what was said), the peak of the memory Python
-allocated while reading (tracemalloc, on a second read), and the load average.
+fresh process: size, seconds to read (or to refuse, with what was said) and the CPU seconds among them (on a
+busy machine the wall time is mostly waiting), the peak of the memory Python allocated while reading
+(tracemalloc, on a second read), and the load average.
 """
 from __future__ import annotations
 
@@ -80,14 +81,14 @@ def measure(path: Path) -> str:
             return f"refused: {str(exc)[:110]}"
 
     data = path.read_bytes()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     said = read()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     tracemalloc.start()            # a second read for the memory (tracing slows Python down several times)
     read()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return f"{len(data) / 1e6:6.1f} MB  {seconds:7.2f} s  peak +{peak / 2**20:5.0f} MiB  {said}"
+    return f"{len(data) / 1e6:6.1f} MB  {seconds:7.2f} s ({cpu:.2f} s CPU)  peak +{peak / 2**20:5.0f} MiB  {said}"
 
 
 def main() -> None:
