@@ -177,8 +177,10 @@ def _node(i: int, row, nodes: list, settings: TreeSettings) -> Prefix:
         depth = nodes[parent].depth + 1
         if depth > settings.depth:
             raise ValueError(f"depth {depth} is past the setting {settings.depth}")
-    logprob = _logprob(row[3]) if i else 0.0
-    if i and logprob > nodes[parent].logprob + 1e-9:
+    logprob = _logprob(row[3])
+    if i == 0:
+        logprob = 0.0                 # the root is the empty prefix: its mass is 1, whatever the file says
+    elif logprob > nodes[parent].logprob + 1e-9:
         raise ValueError("its mass is more than its parent's")
     text = _text(row[2], MAX_TOKEN_CHARS)
     if len(row) == 4:
