@@ -7,11 +7,13 @@ import streamlit as st
 
 from engine import DecodeScopeError, TraceFormatError
 from engine.answers import Distribution, TreeSettings
-from engine.answers.meaning import answer_entropy, count_entropy, forks, group_entropy, normalise
+from engine.answers.meaning import forks, normalise
 from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
+from ui.answers_notes import certificate_line, entropy_lines, strategy_label
 from ui.answers_run import explore_watched, kept
+from ui.answers_saved import live_settings, show_saved_run
 from ui.chart import show_figure
 from ui.file_text import isolated
 from ui.i18n import t
@@ -66,6 +68,8 @@ if uploaded is not None:
     else:
         run = memo[1]
         st.success(t("answers.showing_file", model=for_markdown(isolated(run.model, 200))))
+        show_saved_run(run, live_settings(settings.prompt, settings.chat, settings.seed, tree_settings, samples,
+                                          widths))
 if run is None:
     lm = shared_model(settings)
     identity = (lm.name, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)
@@ -124,11 +128,10 @@ certified = tree.certified_count
 if certified:
     st.markdown(t("answers.certified", k=certified, depth=tree.settings.depth))
 else:
-    st.markdown(t("answers.not_certified", bound=f"{ledger.bound:.3g}"))
+    st.markdown(certificate_line(tree))
 where: dict = {}
 for x in run.landings:
-    where.setdefault(x.token_ids, []).append(t("answers.greedy") if x.strategy == "greedy" else
-                                             t("answers.beam_n", n=x.strategy.split()[-1]))
+    where.setdefault(x.token_ids, []).append(strategy_label(x.strategy))
 counts = {o.token_ids: o.count for o in (run.samples.outcomes if run.samples else ()) if o.complete}
 table = pd.DataFrame([{
     t("answers.col_rank"): i + 1,
@@ -152,7 +155,7 @@ if tree.answers:
 st.subheader(t("answers.landed"), anchor="landed")
 scroll_to_section("landed")
 for x in run.landings:
-    name = t("answers.greedy") if x.strategy == "greedy" else t("answers.beam_n", n=x.strategy.split()[-1])
+    name = strategy_label(x.strategy)
     text = for_markdown(visible(x.text)) if x.text else t("answers.empty")
     if not x.complete:
         st.markdown(t("answers.landed_open", who=name, text=text, depth=tree.settings.depth,
@@ -188,13 +191,7 @@ labels_map = {"entropy": t("answers.entropy_axis"), "varentropy": t("answers.var
 show_figure(sized(uncertainty_map(tree, labels_map)), key="wa_map")
 st.markdown(t("answers.quadrants"))
 if tree.answers:
-    groups_line = t("answers.answer_entropy", h=f"{answer_entropy(tree.answers):.3f}",
-                    g=f"{group_entropy(tree.answers):.3f}", n=len(tree.answers),
-                    k=len({normalise(a.text) for a in tree.answers}))
-    if run.samples is not None:
-        labels_seen = [normalise(o.text) for o in run.samples.outcomes for _ in range(o.count)]
-        groups_line += " " + t("answers.sample_entropy", h=f"{count_entropy(labels_seen):.3f}")
-    st.markdown(groups_line)
+    st.markdown(entropy_lines(tree, run.samples))
 st.caption(t("answers.grouping_note"))
 
 # ---- save ------------------------------------------------------------------------------------------

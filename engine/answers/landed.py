@@ -91,7 +91,7 @@ def land(lm: LoadedModel, tree: AnswerTree, name: str, token_ids: list, complete
     token_ids = tuple(token_ids)
     dist = tree.settings.distribution
     logprob = answer_logprob(lm, tree.prompt_ids, token_ids, dist, complete)
-    same = next((a for a in tree.answers if a.token_ids == token_ids), None) if complete else None
+    same = tree.answer_for(token_ids) if complete else None
     found = same is not None
     if found:                 # the same answer: one number for it on the page, the tree's
         logprob = same.logprob

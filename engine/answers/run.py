@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import seed_problem
-from ..errors import ConfigError
+from ..config import MAX_SEED      # the one range of a seed: a decode's, the samples', a file's
+from ..errors import ConfigError, quoted
 from engine.tokens import encode_prompt
 from .landed import Landing, check_beam_cost, land, landings
 from .samples import SampleSummary, draw_samples
@@ -25,12 +25,21 @@ class AnswersRun:
     seed: int = 0
 
 
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """The seed of the samples, 0 to 2**63 - 1, checked before anything runs (a bigger one reached torch's
+    generator as an overflow, or was written into a file no reader takes)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError("seed", f"{name}: must be a whole number from 0 to 2**63 - 1, got {quoted(seed)}")
+    return seed
+
+
 def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,),
             samples: int = 0, seed: int = 0, should_stop=None, progress=None) -> AnswersRun:
     """The tree first (Stop keeps what it has), then greedy and the beams, then the samples."""
     settings.check()
-    if seed_problem(seed):               # the run keeps its seed; a file holding one out of range would not open
-        raise ConfigError("seed", f"seed: {seed_problem(seed)}")
+    check_seed(seed)
     check_beam_cost(beams, settings.depth)
     prompt_ids = prompt_for_depth(lm, prompt, chat, settings.depth)
     tree = grow_tree(lm, prompt_ids, settings, should_stop=should_stop, progress=progress)
@@ -64,9 +73,9 @@ def prompt_for_depth(lm: LoadedModel, prompt: str, chat: bool, depth: int) -> li
 
 def _rank_sample(tree: AnswerTree, outcome) -> Landing:
     """A sample's landing: its exact probability came with it, so only the rank is worked out here."""
-    found = any(a.token_ids == outcome.token_ids for a in tree.answers)
+    found = tree.answer_for(outcome.token_ids) is not None
     return Landing("sample", outcome.token_ids, outcome.text, True, outcome.logprob, tree.rank_of(outcome.logprob),
                    found, tree.beyond_reach(outcome.logprob))
 
 
-__all__ = ["AnswersRun", "explore", "land"]
+__all__ = ["AnswersRun", "MAX_SEED", "check_seed", "explore", "land"]

@@ -18,6 +18,7 @@ model's true top k among answers of at most `depth` tokens (`AnswerTree.certifie
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import math
@@ -152,8 +153,22 @@ class AnswerTree:
 
     def rank_of(self, logprob: float) -> int:
         """1 + the number of answers found that are more probable (within 1e-6 in log, two computations of one
-        answer's probability, a batched pass and a plain one, count as equal)."""
-        return 1 + sum(1 for a in self.answers if a.logprob > logprob + 1e-6)
+        answer's probability, a batched pass and a plain one, count as equal). By bisection: a saved run may
+        rank hundreds of outcomes against thousands of answers."""
+        return 1 + bisect.bisect_left(self._descending, -(logprob + 1e-6))
+
+    def answer_for(self, token_ids) -> "Answer | None":
+        """The answer found with exactly these tokens, if any."""
+        return self._by_ids.get(tuple(token_ids))
+
+    @functools.cached_property
+    def _descending(self) -> list:
+        """-log p of the answers found, ascending (the answers are most probable first)."""
+        return sorted(-a.logprob for a in self.answers)
+
+    @functools.cached_property
+    def _by_ids(self) -> dict:
+        return {a.token_ids: a for a in self.answers}
 
 
 def end_ids(lm: LoadedModel) -> tuple:

@@ -38,14 +38,14 @@ def settings_from_args(args):
     from engine.answers import Distribution, TreeSettings
     from engine.answers.landed import check_beam_cost, parse_beams
     from engine.answers.samples import MAX_SAMPLES
-    from engine.config import seed_problem
 
     if not 1 <= args.top <= 100:
         raise ConfigError("top", f"--top: must be between 1 and 100, got {args.top}")
     if not 0 <= args.samples <= MAX_SAMPLES:
         raise ConfigError("samples", f"--samples: must be between 0 and {MAX_SAMPLES}, got {args.samples}")
-    if seed_problem(args.seed):
-        raise ConfigError("seed", f"--seed: {seed_problem(args.seed)}")
+    from engine.answers.run import check_seed
+
+    check_seed(args.seed, "--seed")
     dist = Distribution(args.distribution, args.temperature, args.top_k, args.top_p, args.min_p)
     if args.distribution == "model" and (args.temperature, args.top_k, args.top_p, args.min_p) != (1.0, 0, 1.0, 0.0):
         raise ConfigError("distribution", "--distribution: the sampler's settings apply to --distribution sampler; "
@@ -78,8 +78,7 @@ def format_run(run, top: int) -> str:
         lines.append(f"{i + 1:>4}  {a.prob:>12.4e}  {a.logprob:>8.3f}  {_show(a.text)}{mark}")
     certified = tree.certified_count
     lines += ["", f"certified: the top {certified} found are the model's top {certified} among answers of at "
-                  f"most {tree.settings.depth} tokens" if certified else
-              "certified: none yet; an answer not found may be more probable than every answer found",
+                  f"most {tree.settings.depth} tokens" if certified else "certified: none yet; " + _remedy(tree),
               f"(? : an answer not found could be more probable: the bound is {led.bound:.4e})", "",
               "ledger (adds up to 1):",
               f"  complete answers found  {led.answers:.6f}",
@@ -90,7 +89,8 @@ def format_run(run, top: int) -> str:
               f"  total                   {led.total:.6f}"]
     if tree.answers:
         lines += ["", f"entropy of the answers found: {answer_entropy(tree.answers):.3f} nats; of their groups by "
-                      f"normalised text: {group_entropy(tree.answers):.3f} nats"]
+                      f"normalised text: {group_entropy(tree.answers):.3f} nats (both renormalised over the "
+                      f"{led.answers:.2%} of the mass the answers found hold)"]
     if run.landings:
         lines += ["", "where each strategy lands:"]
         for x in run.landings:
@@ -103,7 +103,8 @@ def format_run(run, top: int) -> str:
                   f"  mass never sampled: exact {s.unsampled:.4f}; Good-Turing estimate n1/N = "
                   f"{s.seen_once}/{s.samples} = {s.good_turing:.4f}",
                   f"  entropy of the samples' groups (counts): "
-                  f"{count_entropy([normalise(o.text) for o in s.outcomes for _ in range(o.count)]):.3f} nats"]
+                  f"{count_entropy([normalise(o.text) for o in s.outcomes for _ in range(o.count)]):.3f} nats "
+                  "(over every outcome drawn from the whole distribution, answers not found and cut ones included)"]
         for o in s.outcomes[:top]:
             kind = "" if o.complete else f"  (no end within {tree.settings.depth} tokens)"
             lines.append(f"  x{o.count:<3} {math.exp(o.logprob):.4e}  {_show(o.text)}{kind}")
@@ -111,6 +112,26 @@ def format_run(run, top: int) -> str:
 
 
 CUT = "0 (the sampler cuts one of its tokens)"       # greedy and beam search read the model's own scores
+
+
+def _remedy(tree) -> str:
+    """Why nothing is certified, against the best answer found, and the setting that would help."""
+    from engine.answers.bound import LEFT_OUT, NONE, what_bounds
+
+    bound = what_bounds(tree)
+    if bound.kind == NONE:
+        return f"no answer ends within {tree.settings.depth} tokens; a larger --depth would let one end"
+    best = (f"the best answer found ({tree.answers[0].prob:.4e})" if tree.answers else "no answer found yet, so "
+            "nothing")
+    if bound.kind == LEFT_OUT:
+        return (f"{best} is below a child left out after prefix {_show(_prefix(tree, bound.node_id))} "
+                f"({bound.mass:.4e}); more --branch would keep it, more --budget never reaches it")
+    return (f"{best} is below the unexpanded prefix {_show(_prefix(tree, bound.node_id))} ({bound.mass:.4e}); "
+            "more --budget would expand it")
+
+
+def _prefix(tree, node_id: int) -> str:
+    return "".join(n.text for n in tree.path(node_id))
 
 
 def _landing_line(x) -> str:
@@ -138,7 +159,7 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
         check_prompt(args.prompt)
         if not args.prompt.strip():
             raise ConfigError("prompt", "prompt: is empty; type some text for the model to continue")
-        from engine.answers.record import to_json
+        from engine.answers.record import to_checked_json
         from engine.answers.run import explore
 
         lm = load(args)
@@ -150,11 +171,11 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
                 raise
             raise ConfigError(exc.param, f"--{exc}") from None
         if args.json == "-":
-            write_stdout(to_json(run) + "\n")
+            write_stdout(to_checked_json(run, "--json") + "\n")
             return 0
         write_stdout(format_run(run, args.top) + "\n")
         if args.json:
-            write_file(args.json, to_json(run))
+            write_file(args.json, to_checked_json(run, "--json"))
     except DecodeScopeError as exc:
         return say_error(exc)
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
 def run_app(argv: list[str]) -> int:

@@ -76,7 +76,7 @@ def _lie(data, how):
     (lambda d: d["nodes"][1].__setitem__(6, 0.9), "add up to"),                 # a left-out mass made up
     (lambda d: d["nodes"][2].__setitem__(0, 99), "parent 99"),
     (lambda d: d["nodes"][1].__setitem__(3, 0.5), "at most 0"),
-    (lambda d: d["answers"].append([len(d["nodes"]) + 5, -1.0, "x"]), "not an expanded node"),
+    (lambda d: d["answers"][0].__setitem__(0, len(d["nodes"]) + 5), "not an expanded node"),
     (lambda d: d["settings"].__setitem__("depth", 10**9), "depth"),
     (lambda d: d.__setitem__("nodes", [[-1, -1, "", 0, True, 0, 0, 0, 0, None, None]] * 330_000), "more than"),
     (lambda d: d["samples"].__setitem__("n", 9), "add up to 9"),
@@ -119,3 +119,31 @@ def test_the_figure_builds_each_hover_text_bounded():
     tree = SimpleNamespace(nodes=nodes)
     assert len(path_text(tree, 64)) == 201 and path_text(tree, 64).startswith("…")
     assert path_text(SimpleNamespace(nodes=nodes[:2]), 1, limit=5000) == "y" * 999
+
+
+def test_a_file_written_without_samples_opens_again(capsys, monkeypatch, tiny_llama_folder, tmp_path):
+    _, folder = tiny_llama_folder
+    target = tmp_path / "run.json"
+    code, _, err = answers(capsys, monkeypatch, folder, "--depth", "2", "--budget", "10", "--json", str(target))
+    assert code == 0, err
+    run = from_json(target.read_bytes())
+    assert run.samples is None and [x.strategy for x in run.landings] == ["greedy", "beam 4"]
+
+
+@pytest.mark.parametrize("seed", [str(2**63), str(2**64), "-1", str(-2**63 - 1)])
+def test_a_seed_past_what_a_file_keeps_is_one_line(capsys, monkeypatch, tiny_llama_folder, seed):
+    _, folder = tiny_llama_folder
+    code, _, err = answers(capsys, monkeypatch, folder, "--samples", "2", "--seed", seed)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("error: --seed: must be a whole number from 0 to 2**63 - 1"), lines
+
+
+def test_nothing_certified_names_the_setting_that_would_help(capsys, monkeypatch, tiny_llama_folder):
+    """Depth 1, every prefix expanded: what bounds the answers is a child left out, which no budget reaches."""
+    _, folder = tiny_llama_folder
+    code, out, err = answers(capsys, monkeypatch, folder, "--depth", "1", "--budget", "50", "--branch", "2")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("certified:"))
+    assert line.startswith("certified: none yet; the best answer found (") and "below a child left out" in line
+    assert line.endswith("more --branch would keep it, more --budget never reaches it")

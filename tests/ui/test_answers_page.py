@@ -3,6 +3,9 @@ answers with their exact probabilities, the figure's heights are the probabiliti
 settings (a saved run's reader is tested in tests/engine/test_answers_cli.py)."""
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 
 from app_helpers import PROMPT, figures, open_app, texts
@@ -52,3 +55,93 @@ def test_chinese_and_a_link_that_sets_every_setting(tiny_loads):
     assert at.session_state["wa_dist"] == "sampler" and at.session_state["wa_temperature"] == pytest.approx(0.7)
     assert any(zh["about_sampler"] in c.value for c in at.caption)
     assert sum(1 for m in at.markdown if "束宽 8" in m.value) == 1
+
+
+# ---- a saved run reopened; what the page says about certification and entropy ------------------------------
+HOSTILE_PROMPT = "Über <b>x</b> ![a](http://127.0.0.1:8999/p.png)\n[click](http://x) \u202eend"
+
+
+def upload(at, run) -> None:
+    from engine.answers.record import to_json
+
+    at.file_uploader(key="wa_upload").set_value(("run.json", to_json(run).encode(), "application/json")).run()
+    assert not at.exception, at.exception
+
+
+def test_a_saved_run_without_samples_shows_its_own_prompt_and_settings_and_which_are_live(tiny_loads):
+    """The CLI's `answers --json` without --samples: the file opens, its prompt is shown as it is, its settings
+    beside it, and the live settings that differ from the file's are named."""
+    run = explore(tiny_loads, HOSTILE_PROMPT, TreeSettings(depth=2, budget=16, branch=2), beams=(1, 2), seed=3)
+    assert run.samples is None
+    at = open_app("answers", params=SMALL)
+    upload(at, run)
+    en, common, saved = texts("answers"), texts("common"), texts("answers_run")
+    assert not at.error, [e.value for e in at.error]
+    assert [c.value for c in at.code] == [HOSTILE_PROMPT]          # literally, whole
+    settings_line = next(m.value for m in at.markdown if m.value.startswith(saved["file_settings"][:13]))
+    for part in ("longest answer 2 tokens", "16 prefixes to expand", "2 children per prefix", "0 samples (seed 3)",
+                 "beam widths placed: 2", "Chat template off"):
+        assert part in settings_line, (part, settings_line)
+    differ = [c.value for c in at.caption if c.value.startswith(saved["live_differs"][:20])]
+    names = [common["prompt"], common["seed"], en["depth"], en["budget"], en["branch"], en["samples"], en["beams"]]
+    assert len(differ) == 1 and differ[0].endswith(": " + ", ".join(names) + "."), differ   # not chat, distribution
+    assert not any(" samples against the exact tree" in s.value for s in at.subheader)      # no samples section
+
+
+def _bound_by_hand(run) -> tuple:
+    """('open' or 'left', bound): the largest mass of a prefix not expanded against the largest child left out."""
+    open_mass = max([math.exp(n.logprob) for n in run.tree.nodes if not n.expanded] + [0.0])
+    left = max(n.best_left_out for n in run.tree.nodes)
+    return ("open", open_mass) if open_mass >= left else ("left", left)
+
+
+@pytest.mark.parametrize("settings,kind", [(TreeSettings(depth=3, budget=1, branch=16), "open"),
+                                           (TreeSettings(depth=1, budget=50, branch=2), "left")])
+def test_the_certificate_names_what_would_settle_it_against_the_best_answer(tiny_loads, settings, kind):
+    run = explore(tiny_loads, "The capital of", settings, beams=(1,))
+    found, bound = _bound_by_hand(run)
+    best = max(math.exp(a.logprob) for a in run.tree.answers)
+    assert found == kind and best < bound                   # the case this parameter is about
+    at = open_app("answers", params=SMALL)
+    upload(at, run)
+    saved = texts("answers_run")
+    line = next(m.value for m in at.markdown if "Not certified yet" in m.value)
+    template = saved[f"not_certified_{kind}"]
+    assert line.startswith(template.split("{")[0]), line
+    assert f"has probability {best:.3g}" in line and f"({bound:.3g})" in line
+    remedy = "More prefixes to expand (the budget) would expand it." if kind == "open" else \
+        "More budget never reaches a child left out; keeping more children per prefix would."
+    assert remedy in line
+
+
+def test_both_entropies_say_what_they_are_over(tiny_loads):
+    """The answers' entropy, renormalised over the mass the answers found hold (that share shown), worked out
+    here by hand; the samples' entropy beside it, by counts, with why it differs."""
+    at = open_app("answers", params=SMALL)
+    want = explore(tiny_llama(), PROMPT, TreeSettings(depth=3, budget=24, branch=3), beams=(1, 4), samples=8)
+    probs = [math.exp(a.logprob) for a in want.tree.answers]
+    covered = sum(probs)
+    entropy = -sum(p / covered * math.log(p / covered) for p in probs)
+    line = next(m.value for m in at.markdown if "renormalised over the" in m.value)
+    assert f"the entropy is {entropy:.3f} nats" in line and f"renormalised over the {covered:.2%} of the" in line
+    assert f"the other {1 - covered:.2%}" in line
+    assert "From the 8 samples, by the counts of their" in line and "whole distribution" in line
+
+
+@pytest.mark.parametrize("name", ["beam ![a](http://127.0.0.1:8999/p.png)", "[click](http://x)", "", "   "])
+def test_a_landing_named_with_markup_or_blank_gets_one_literal_line(tiny_loads, name):
+    import json
+
+    from engine.answers.record import to_json
+
+    run = explore(tiny_loads, "The capital of", TreeSettings(depth=2, budget=8, branch=2), beams=(1, 2))
+    data = json.loads(to_json(run))
+    data["landings"][1][0] = name
+    at = open_app("answers", params=SMALL)
+    at.file_uploader(key="wa_upload").set_value(("run.json", json.dumps(data).encode(), "application/json")).run()
+    assert not at.exception, at.exception
+    assert len(at.error) == 1
+    shown = re.sub(r"\\(.)", r"\1", at.error[0].value).replace("\u2060", "")     # as Markdown shows it
+    assert f"landing 2: strategy {name!r} is not 'greedy' or 'beam W'" in shown, shown
+    bare = re.sub(r"\\.", "", at.error[0].value)             # what Markdown shows as literal characters is gone
+    assert not re.search(r"!\[|\]\(", bare), at.error[0].value
