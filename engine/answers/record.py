@@ -319,7 +319,7 @@ def _optional(v) -> float:
 def _seed(v) -> int:
     x = _int(v)
     if seed_problem(x):
-        raise ValueError(f"a seed {seed_problem(x)}")
+        raise ValueError(seed_problem(x))
     return x
 
 
