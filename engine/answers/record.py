@@ -25,7 +25,8 @@ MAX_TOKEN_CHARS = 1_000          # of one token's text (real ones hold a few doz
 MAX_ANSWER_CHARS = 64_000        # of an answer's text
 
 
-def to_dict(run: AnswersRun) -> dict:
+def to_dict(run: AnswersRun, agreement=None) -> dict:
+    """The run; with its agreement part when the run asks for one (`agreement`: that part already computed)."""
     tree, s = run.tree, run.tree.settings
     d = s.distribution
     out = {
@@ -45,11 +46,19 @@ def to_dict(run: AnswersRun) -> dict:
         out["samples"] = {"n": run.samples.samples, "seed": run.samples.seed,
                           "outcomes": [[list(o.token_ids), o.text, o.complete, o.logprob, o.count]
                                        for o in run.samples.outcomes]}
+    if agreement is None and run.agreement is not None:
+        from .agreement import agree
+
+        agreement = agree(run, run.agreement.utilities, run.agreement.limit)
+    if agreement is not None:
+        from .agreement_file import to_dict as agreement_dict
+
+        out["agreement"] = agreement_dict(agreement)
     return out
 
 
-def to_json(run: AnswersRun) -> str:
-    return json.dumps(to_dict(run), ensure_ascii=False, allow_nan=False)
+def to_json(run: AnswersRun, agreement=None) -> str:
+    return json.dumps(to_dict(run, agreement), ensure_ascii=False, allow_nan=False)
 
 
 def from_json(text) -> AnswersRun:
@@ -89,7 +98,15 @@ def _run(d: dict) -> AnswersRun:
         sampled = tuple(_rank_sample(tree, o) for o in samples.outcomes if o.complete)
     return AnswersRun(model=_field(d, "model", _name), prompt=_field(d, "prompt", _str),
                       chat=_field(d, "chat", _boolean), tree=tree, landings=tuple(landings), samples=samples,
-                      sample_landings=sampled, seed=_field(d, "seed", _int))
+                      sample_landings=sampled, seed=_field(d, "seed", _int),
+                      agreement=_field(d, "agreement", _agreement, default=None))
+
+
+def _agreement(v):
+    """The agreement part's settings, the part checked whole (agreement_file.py); absent in older files."""
+    from .agreement_file import read
+
+    return None if v is None else read(v)
 
 
 def _settings(v) -> TreeSettings:

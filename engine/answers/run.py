@@ -21,6 +21,7 @@ class AnswersRun:
     samples: SampleSummary | None = None
     sample_landings: tuple = ()      # each distinct complete sample, ranked among the tree's answers
     seed: int = 0
+    agreement: object = None         # AgreementSettings: the agreement a file carries (agreement.py)
 
 
 def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,),
