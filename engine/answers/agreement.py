@@ -191,7 +191,8 @@ def utility_matrix(utility: str, hypotheses, references) -> list:
         return [[] for _ in hypotheses]
     if utility in ("exact", "text"):
         keys = [key_of(utility, y) for y in references]
-        return [[1.0 if k == key_of(utility, h) else 0.0 for k in keys] for h in hypotheses]
+        rows = [key_of(utility, h) for h in hypotheses]
+        return [[1.0 if k == own else 0.0 for k in keys] for own in rows]
     if utility == "chrf":
         chrf = _ChrF()
         return [[chrf(h.text, y.text) for y in references] for h in hypotheses]
