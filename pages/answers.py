@@ -11,6 +11,7 @@ from engine.answers.meaning import answer_entropy, count_entropy, forks, group_e
 from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
+from ui.agreement_view import agreement_section
 from ui.answers_run import explore_watched, kept
 from ui.chart import show_figure
 from ui.i18n import t
@@ -195,6 +196,8 @@ if tree.answers:
         groups_line += " " + t("answers.sample_entropy", h=f"{count_entropy(labels_seen):.3f}")
     st.markdown(groups_line)
 st.caption(t("answers.grouping_note"))
+
+run = agreement_section(run)        # MBR and self-consistency beside the mode; the run keeps its settings
 
 # ---- save ------------------------------------------------------------------------------------------
 st.download_button(t("answers.download"), data=lambda: to_json(run), file_name="decodescope-answers.json",
