@@ -308,3 +308,30 @@ def test_counts_equal_the_references_repeated(recorded):
     folded = expected(matrix, [counts[text] / n for text in distinct])
     assert [100 * x for x in folded] == pytest.approx(recorded["expected_mean"], abs=2e-4)
     assert len(distinct) < n
+
+
+def _example(rows, rest):
+    answers = [Known((i + 1,) if text else (), text, math.log(p)) for i, (text, p) in enumerate(rows)]
+    return answers, Evidence(tuple(answers), rest)
+
+
+def test_the_worked_examples_of_the_reference_notes():
+    """Example A (rest .15): the mode is London; normalised match picks the Paris group, certified (.500 against
+    London's .450); chrF picks 'Paris.' at .432, not certified. Example B (rest .20): the mode is the empty
+    answer; normalised match picks Paris, not certified against the empty answer; chrF's recall weighting picks
+    the longer 'It is Paris.' (.417) over 'Paris.' (.410). Numbers from sacrebleu 2.6.0, worked out by hand."""
+    a, evidence = _example([("London", .30), ("Paris", .25), ("Paris.", .15), ("paris", .10), ("Lyon", .05)], .15)
+    assert expectation("exact", a, evidence).winner == 0
+    text = expectation("text", a, evidence)
+    assert list(text.lower) == pytest.approx([.30, .50, .50, .50, .05]) and text.winner == 1 and text.certified
+    assert text.margin == pytest.approx(.05)
+    chrf = expectation("chrf", a, evidence)
+    assert list(chrf.lower) == pytest.approx([.312, .417, .432, .302, .106], abs=1e-3)
+    assert chrf.winner == 2 and not chrf.certified
+    b, evidence = _example([("", .20), ("Paris", .18), ("Paris.", .17), ("It is Paris.", .15), ("Lyon", .10)], .20)
+    assert expectation("exact", b, evidence).winner == 0
+    text = expectation("text", b, evidence)
+    assert text.winner == 1 and (text.lower[1], text.upper[1]) == pytest.approx((.35, .55)) and not text.certified
+    chrf = expectation("chrf", b, evidence)
+    assert chrf.winner == 3 and chrf.lower[3] == pytest.approx(.417, abs=1e-3)
+    assert chrf.lower[2] == pytest.approx(.410, abs=1e-3)
