@@ -99,8 +99,8 @@ def _strip(run, agreement, utility: str, dist: str) -> None:
     tree = run.tree
     with boxes[0].container(border=True):
         st.markdown(f"**{t('agreement.strip_mode')}**")
-        if tree.answers:
-            top = tree.answers[0]
+        if agreement.mode is not None:
+            top = agreement.candidates[agreement.mode]
             st.markdown(_shown(top.text))
             st.caption(t("agreement.strip_mode_detail", p=_share(top.prob), dist=dist,
                          sure=t("agreement.mode_sure" if agreement.mode_certified else "agreement.mode_unsure")))

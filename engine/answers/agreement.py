@@ -122,8 +122,8 @@ class Agreement:
     clusters: tuple           # Cluster, heaviest first
     cluster_entropy: float    # nats, over the clusters' exact masses renormalised
     vote_entropy: float       # nats, over the clusters' sample counts (nan without samples)
-    mode: int | None          # the candidate that is the tree's most probable answer
-    mode_certified: bool      # the tree certifies it the model's most probable answer
+    mode: int | None          # the most probable answer known (the tree's top, or a sample that beat it)
+    mode_certified: bool      # no answer the tree did not find can be more probable (the tree's bound)
     majority: Majority | None
     limit: int = DEFAULT_CANDIDATES
     utilities: tuple = UTILITIES
@@ -243,7 +243,7 @@ def known_answers(run) -> dict:
 
 
 def choose_candidates(run, known: dict, k: int) -> list:
-    """At most k hypotheses: the tree's most probable answer and the most sampled one, greedy's and each
+    """At most k hypotheses: the most probable answer known and the most sampled one, greedy's and each
     beam's, then the tree's next answers and the next most sampled in turn. Most probable first."""
     picked: dict = {}
 
@@ -255,7 +255,7 @@ def choose_candidates(run, known: dict, k: int) -> list:
     sampled = sorted((o for o in (run.samples.outcomes if run.samples is not None else ()) if o.complete),
                      key=lambda o: (-o.count, -o.logprob, o.token_ids))
     sample_order = [o.token_ids for o in sampled]
-    take(tree_order[0] if tree_order else None)
+    take(min(known, key=lambda ids: _order(known[ids])) if known else None)
     take(sample_order[0] if sample_order else None)
     for x in run.landings:
         if x.complete:
@@ -365,12 +365,12 @@ def agree(run, utilities=UTILITIES, k: int = DEFAULT_CANDIDATES) -> Agreement:
     results = {u: expectation(u, candidates, evidence) for u in utilities} if candidates else {}
     tree = run.tree
     clusters = clusters_of(evidence)
-    top = tree.answers[0].token_ids if tree.answers else None
-    mode = next((i for i, a in enumerate(candidates) if a.token_ids == top), None)
+    mode = 0 if candidates else None              # the most probable answer known leads them
     return Agreement(
         candidates=tuple(candidates), ranks=tuple(tree.rank_of(a.logprob) for a in candidates),
         sure=tuple(tree.beyond_reach(a.logprob) for a in candidates), evidence=evidence, results=results,
         clusters=tuple(clusters), cluster_entropy=max(entropy_of([c.mass for c in clusters]), 0.0),
         vote_entropy=max(entropy_of([c.votes for c in clusters]), 0.0) if evidence.samples else math.nan,
-        mode=mode, mode_certified=bool(tree.answers) and tree.certified(1), majority=majority_of(run), limit=k,
+        mode=mode, mode_certified=mode is not None and tree.beyond_reach(candidates[0].logprob),
+        majority=majority_of(run), limit=k,
         utilities=utilities)
