@@ -134,7 +134,7 @@ def _strip(run, agreement, utility: str, dist: str) -> None:
         st.markdown(_shown(won.text))
         verdict = t("agreement.mbr_certified", k=len(agreement.candidates), margin=f"{r.margin:.3f}") \
             if r.certified else t("agreement.mbr_uncertified", margin=f"{-r.margin:.3f}")
-        st.caption(t("agreement.strip_mbr_detail", low=f"{r.lower[r.winner]:.3f}", high=f"{r.upper[r.winner]:.3f}",
+        st.caption(t("agreement.strip_mbr_detail", low=_share(r.lower[r.winner]), high=_share(r.upper[r.winner]),
                      dist=dist, verdict=verdict))
 
 
