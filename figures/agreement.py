@@ -56,8 +56,8 @@ def _label(agreement, i: int, marks: dict, empty: str) -> str:
 
 
 def twin_bars(agreement, utility: str, labels: dict) -> go.Figure:
-    """labels: p, expected, estimate, lower, upper, empty, title, and the marks' names (mode, beam, majority,
-    mbr) for the legend line."""
+    """labels: p, expected, estimate, lower, upper, empty, and the marks' names (mode, beam, majority, mbr) for
+    the line above the bars (the page's heading names the figure: a title this long would not fit a phone)."""
     r = agreement.results[utility]
     marks = marks_of(agreement, utility)
     rows = rows_shown(agreement, marks)
@@ -65,7 +65,7 @@ def twin_bars(agreement, utility: str, labels: dict) -> go.Figure:
     ticks = [_label(agreement, i, marks, labels["empty"]) for i in rows]
     texts = [for_plotly(agreement.candidates[i].text) or labels["empty"] for i in rows]
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=(labels["p"], labels["expected"]))
+                        subplot_titles=("p(h)", "E[u(h, Y)]"))
     probs = [agreement.candidates[i].prob for i in rows]
     fig.add_trace(go.Bar(x=probs, y=ys, orientation="h", name=labels["p"], marker_color="#6baed6",
                          hovertext=[f"{t}<br>p = {p:.4g}" for t, p in zip(texts, probs)], hoverinfo="text"),
@@ -88,17 +88,17 @@ def twin_bars(agreement, utility: str, labels: dict) -> go.Figure:
     fig.update_yaxes(tickmode="array", tickvals=ys, ticktext=ticks, autorange="reversed", row=1, col=1)
     fig.update_xaxes(rangemode="tozero", row=1, col=1)
     fig.update_xaxes(range=[0, 1.02], row=1, col=2)
-    legend = " · ".join(f"{MARKS[m]} {labels[m]}" for m in MARKS)
-    fig.update_layout(height=max(280, 90 + 22 * len(rows)), bargap=0.25, margin=dict(l=10, r=10, t=90, b=10),
-                      title=dict(text=f"{labels['title']}<br><sub>{legend}</sub>", y=1.0, yref="container",
-                                 yanchor="top", pad=dict(t=10)),
+    marks_line = " · ".join(f"{MARKS[m]} {labels[m]}" for m in MARKS)     # short: it must fit a phone's width
+    fig.update_layout(height=max(280, 80 + 22 * len(rows)), bargap=0.25, margin=dict(l=10, r=10, t=70, b=10),
+                      title=dict(text=marks_line, font=dict(size=13), y=1.0, yref="container", yanchor="top",
+                                 pad=dict(t=10)),
                       legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0), showlegend=True)
     return fig
 
 
 def utility_heatmap(agreement, utility: str, labels: dict) -> go.Figure:
     """u(candidate, answer) for the candidates drawn (rows) and the most probable answers with exact p (columns).
-    labels: row, column, u, empty, title."""
+    labels: row, column, u, empty."""
     r = agreement.results[utility]
     marks = marks_of(agreement, utility)
     rows = rows_shown(agreement, marks)
@@ -116,5 +116,5 @@ def utility_heatmap(agreement, utility: str, labels: dict) -> go.Figure:
                      ticktext=[for_plotly(_short(answers[j].text, 12)) if answers[j].text else labels["empty"]
                                for j in columns])
     fig.update_layout(height=max(300, 140 + 18 * len(rows)), margin=dict(l=10, r=10, t=50, b=10),
-                      title=dict(text=labels["title"], y=1.0, yref="container", yanchor="top", pad=dict(t=10)))
+                      title=dict(text="u(h, y)", y=1.0, yref="container", yanchor="top", pad=dict(t=10)))
     return fig

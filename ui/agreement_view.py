@@ -77,14 +77,15 @@ def agreement_section(run):
     st.markdown(t("agreement.why_range", found=_share(ev.found), rest=_share(ev.rest)))
     labels = {"p": t("agreement.p"), "expected": t("agreement.expected"), "estimate": t("agreement.estimate"),
               "lower": t("agreement.lower"), "upper": t("agreement.upper"), "empty": "∅",
-              "title": t("agreement.twin_title"), "mode": t("agreement.m_mode"), "beam": t("agreement.m_beam"),
+              "mode": t("agreement.m_mode"), "beam": t("agreement.m_beam"),
               "majority": t("agreement.m_majority"), "mbr": t("agreement.m_mbr")}
+    st.markdown(f"#### {t('agreement.twin_title')}")
     show_figure(sized(twin_bars(agreement, utility, labels)), key="wa_twin")
     st.caption(t("agreement.twin_caption"))
     st.markdown(t("agreement.notes"))
     st.markdown(f"#### {t('agreement.matrix_header')}")
     matrix_labels = {"row": t("agreement.matrix_row"), "column": t("agreement.matrix_column"),
-                     "u": t("agreement.matrix_u"), "empty": "∅", "title": t("agreement.matrix_title")}
+                     "u": t("agreement.matrix_u"), "empty": "∅"}
     show_figure(sized(utility_heatmap(agreement, utility, matrix_labels)), key="wa_matrix")
     st.caption(t("agreement.matrix_caption", shown=min(len(ev.answers), 40), n=len(ev.answers)))
     _clusters(agreement)

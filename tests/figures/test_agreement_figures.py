@@ -11,7 +11,7 @@ from engine.answers.agreement import Evidence, Known, clusters_of, expectation
 from figures.agreement import MARKS, twin_bars, utility_heatmap
 
 pytestmark = pytest.mark.tiny
-LABELS = {"p": "p", "expected": "E", "estimate": "est", "lower": "lo", "upper": "hi", "empty": "∅", "title": "T",
+LABELS = {"p": "p", "expected": "E", "estimate": "est", "lower": "lo", "upper": "hi", "empty": "∅",
           "mode": "mode", "beam": "beam", "majority": "majority", "mbr": "MBR", "row": "h", "column": "y", "u": "u"}
 
 
