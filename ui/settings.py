@@ -19,9 +19,9 @@ from urllib.parse import quote_plus
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
 
-from engine.config import (DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS,
-                           MAX_NEW_TOKENS, SAMPLER_ORDERS, STRATEGIES, VERIFY_MODES)
-from engine.answers.agreement import DEFAULT_CANDIDATES, MAX_CANDIDATES, UTILITIES as MBR_UTILITIES
+from engine.config import (DEFAULT_MBR_CANDIDATES, DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES,
+                           MAX_DRAFT_TOKENS, MAX_MBR_CANDIDATES, MAX_NEW_TOKENS, MBR_UTILITIES, SAMPLER_ORDERS,
+                           STRATEGIES, VERIFY_MODES)
 from engine.model import DTYPES
 
 QUOTE_CHARS = 40        # a refused value is quoted by at most this many characters
@@ -146,7 +146,7 @@ TABLE: dict[str, Setting] = {
     "wa_top_p": Setting(1.0, 0.05, 1.0),
     "wa_beams": Setting(["4"], choices=("2", "4", "8")),
     "wa_mbr": Setting("text", choices=MBR_UTILITIES),            # agreement: the utility
-    "wa_mbr_k": Setting(DEFAULT_CANDIDATES, 1, MAX_CANDIDATES),   # and how many candidates
+    "wa_mbr_k": Setting(DEFAULT_MBR_CANDIDATES, 1, MAX_MBR_CANDIDATES),   # and how many candidates
 }
 
 

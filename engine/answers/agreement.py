@@ -31,12 +31,11 @@ import math
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from ..config import DEFAULT_MBR_CANDIDATES as DEFAULT_CANDIDATES, MAX_MBR_CANDIDATES as MAX_CANDIDATES
+from ..config import MBR_UTILITIES as UTILITIES
 from ..errors import ConfigError
 from .meaning import entropy_of, normalise
 
-UTILITIES = ("exact", "text", "chrf", "edit")
-DEFAULT_CANDIDATES = 16
-MAX_CANDIDATES = 64
 MAX_EVIDENCE = 256        # columns the tree's further answers fill (candidates and samples are always columns)
 
 
