@@ -63,6 +63,9 @@ MAX_TREE_BUDGET = 5000      # expansions: rows of forward passes
 MAX_TREE_BRANCH = 64        # children kept per node
 MAX_TREE_BATCH = 64         # prefixes expanded by one forward pass
 MAX_ANSWER_SAMPLES = 256
+MBR_UTILITIES = ("exact", "text", "chrf", "edit")   # agreement's utilities (engine/answers/agreement.py)
+DEFAULT_MBR_CANDIDATES = 16
+MAX_MBR_CANDIDATES = 64
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
 MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
 

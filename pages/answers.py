@@ -12,6 +12,7 @@ from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
 from ui.answers_notes import certificate_line, entropy_lines, strategy_label
+from ui.agreement_view import agreement_section
 from ui.answers_run import explore_watched, kept
 from ui.answers_saved import live_settings, show_saved_run
 from ui.chart import show_figure
@@ -193,6 +194,8 @@ st.markdown(t("answers.quadrants"))
 if tree.answers:
     st.markdown(entropy_lines(tree, run.samples))
 st.caption(t("answers.grouping_note"))
+
+run = agreement_section(run)        # MBR and self-consistency beside the mode; the run keeps its settings
 
 # ---- save ------------------------------------------------------------------------------------------
 st.download_button(t("answers.download"), data=lambda: to_json(run), file_name="decodescope-answers.json",

@@ -11,6 +11,7 @@ import streamlit as st
 
 from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
+from ui.interview_agreement import agreement_cards
 from ui.interview_answers import answers_cards
 from ui.interview_structured import structured_chain
 from ui.sampler_cards import sampler_cards
@@ -250,6 +251,7 @@ with cards:
     simple_card("direct")
     structured_chain(demo_params)
     answers_cards(demo_params)
+    agreement_cards(demo_params)
     ratings = list(S["iv_ratings"].values())
     st.caption(t("interview.rating_summary", rated=len(ratings), total=3,
                  **{r: ratings.count(r) for r in RATINGS}))

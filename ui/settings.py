@@ -21,8 +21,9 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 
 from ui.address import GATHERED, address_value  # noqa: F401  (address_value: pages read it from here)
 
-from engine.config import (DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES, MAX_DRAFT_TOKENS,
-                           MAX_NEW_TOKENS, SAMPLER_ORDERS, STRATEGIES, VERIFY_MODES)
+from engine.config import (DEFAULT_MBR_CANDIDATES, DRAFT_KINDS, DRY_BREAKERS, GRAMMAR_KINDS, GRAMMAR_STRATEGIES,
+                           MAX_DRAFT_TOKENS, MAX_MBR_CANDIDATES, MAX_NEW_TOKENS, MBR_UTILITIES, SAMPLER_ORDERS,
+                           STRATEGIES, VERIFY_MODES)
 from engine.model import DTYPES
 
 QUOTE_CHARS = 40        # a refused value is quoted by at most this many characters
@@ -146,6 +147,8 @@ TABLE: dict[str, Setting] = {
     "wa_temperature": Setting(1.0, 0.1, 3.0),
     "wa_top_p": Setting(1.0, 0.05, 1.0),
     "wa_beams": Setting(["4"], choices=("2", "4", "8")),
+    "wa_mbr": Setting("text", choices=MBR_UTILITIES),            # agreement: the utility
+    "wa_mbr_k": Setting(DEFAULT_MBR_CANDIDATES, 1, MAX_MBR_CANDIDATES),   # and how many candidates
 }
 
 

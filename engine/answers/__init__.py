@@ -3,12 +3,16 @@ how sure the model is of its answer.
 
   - passes.py: the forward passes: the prompt once, then many continuations of it in one batch;
   - tree.py: the continuation tree, best-first, with its exact ledger and the certificate for the top k;
+  - bound.py: what holds the certificate back (an open prefix or a child left out) and what would move it;
   - samples.py: N seeded samples rescored exactly, Good–Turing beside the exact unsampled mass;
   - landed.py: where greedy, beam search and samples land among the answers;
   - meaning.py: answers grouped by normalised text, entropies over answers and groups;
   - distribution.py: the model's distribution or the sampler's, named on every number;
+  - agreement.py: the answer the samples agree on (MBR, self-consistency), its expected utility bounded by
+    the tree; agreement_text.py prints it;
   - run.py: one look at all of it (tree, landings, samples) as one record;
-  - record.py: that record as JSON, and read back with every field checked.
+  - record.py: that record as JSON, read back with every field checked; consistency.py checks each node's own
+    split, agreement_file.py the agreement part.
 """
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ MAX_WIDTHS = 6                   # beam widths one run places (landed.parse_beam
 _BEAM = re.compile(r"beam ([1-9][0-9]{0,2})")
 
 
-def to_dict(run: AnswersRun) -> dict:
+def to_dict(run: AnswersRun, agreement=None) -> dict:
+    """The run; with its agreement part when the run asks for one (`agreement`: that part already computed)."""
     tree, s = run.tree, run.tree.settings
     d = s.distribution
     out = {
@@ -59,6 +60,14 @@ def to_dict(run: AnswersRun) -> dict:
         out["samples"] = {"n": run.samples.samples, "seed": run.samples.seed,
                           "outcomes": [[list(o.token_ids), o.text, o.complete, _finite(o.logprob), o.count]
                                        for o in run.samples.outcomes]}
+    if agreement is None and run.agreement is not None:
+        from .agreement import agree
+
+        agreement = agree(run, run.agreement.utilities, run.agreement.limit)
+    if agreement is not None:
+        from .agreement_file import to_dict as agreement_dict
+
+        out["agreement"] = agreement_dict(agreement)
     return out
 
 
@@ -70,15 +79,16 @@ def _node_row(n: Prefix) -> list:
             n.best_left_out, _finite(n.entropy), _finite(n.varentropy)]
 
 
-def to_json(run: AnswersRun) -> str:
-    """The run as JSON; a probability of 0 (log -inf, a sampler's cut) is written as null."""
-    return json.dumps(to_dict(run), ensure_ascii=False, allow_nan=False)
+def to_json(run: AnswersRun, agreement=None) -> str:
+    """The run as JSON (with its agreement part when given); a probability of 0 (log -inf, a sampler's cut) is
+    written as null."""
+    return json.dumps(to_dict(run, agreement), ensure_ascii=False, allow_nan=False)
 
 
-def to_checked_json(run: AnswersRun, name: str = "the run") -> str:
+def to_checked_json(run: AnswersRun, name: str = "the run", agreement=None) -> str:
     """to_json, read back whole before anything is written: a file that would not open again (a model whose
     token texts are longer than a file may hold) is refused in one line, and the run printed stays."""
-    text = to_json(run)
+    text = to_json(run, agreement)
     try:
         from_json(text)
     except TraceFormatError as exc:
@@ -131,7 +141,15 @@ def _run(d: dict) -> AnswersRun:
         sampled = tuple(_rank_sample(tree, o) for o in samples.outcomes if o.complete)
     return AnswersRun(model=_field(d, "model", _name), prompt=_field(d, "prompt", _str),
                       chat=_field(d, "chat", _boolean), tree=tree, landings=tuple(landings), samples=samples,
-                      sample_landings=sampled, seed=_field(d, "seed", _seed))
+                      sample_landings=sampled, seed=_field(d, "seed", _seed),
+                      agreement=_field(d, "agreement", _agreement, default=None))
+
+
+def _agreement(v):
+    """The agreement part's settings, the part checked whole (agreement_file.py); absent in older files."""
+    from .agreement_file import read
+
+    return None if v is None else read(v)
 
 
 def _settings(v) -> TreeSettings:

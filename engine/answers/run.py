@@ -23,6 +23,7 @@ class AnswersRun:
     samples: SampleSummary | None = None
     sample_landings: tuple = ()      # each distinct complete sample, ranked among the tree's answers
     seed: int = 0
+    agreement: object = None         # AgreementSettings: the agreement a file carries (agreement.py)
 
 
 

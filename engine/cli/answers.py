@@ -32,6 +32,10 @@ def add_answers_arguments(p) -> None:
     p.add_argument("--top-p", type=float, default=1.0, help="the sampler's top-p (1: off)")
     p.add_argument("--min-p", type=float, default=0.0, help="the sampler's min-p (0: off)")
     p.add_argument("--json", metavar="FILE", help="write the run as JSON ('-' for standard output)")
+    p.add_argument("--mbr", metavar="UTILITIES", help="choose by agreement (minimum Bayes risk) under these "
+                                                      "utilities: exact,text,chrf,edit (comma-separated)")
+    p.add_argument("--mbr-candidates", type=int, default=16, metavar="K",
+                   help="candidates for --mbr: the tree's top answers, greedy's and the beams', the samples' (1..64)")
 
 
 def settings_from_args(args):
@@ -61,6 +65,18 @@ def settings_from_args(args):
     except ConfigError as exc:
         raise ConfigError(exc.param, f"--{exc}") from None
     return settings, beams
+
+
+def agreement_from_args(args):
+    """--mbr and --mbr-candidates as AgreementSettings, or None without --mbr; checked before the model loads."""
+    from engine.answers.agreement import AgreementSettings, check_limit, parse_utilities
+
+    if getattr(args, "mbr", None) is None:
+        return None
+    try:
+        return AgreementSettings(parse_utilities(args.mbr), check_limit(args.mbr_candidates))
+    except ConfigError as exc:
+        raise ConfigError(exc.param, f"--{exc}") from None
 
 
 def format_run(run, top: int) -> str:
@@ -154,6 +170,7 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
 
     try:
         settings, beams = settings_from_args(args)
+        mbr = agreement_from_args(args)
         if args.prompt_file is not None:
             args.prompt = read_prompt(args.prompt_file)
         check_prompt(args.prompt)
@@ -170,12 +187,24 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
             if exc.param not in ("depth", "beams", "seed"):
                 raise
             raise ConfigError(exc.param, f"--{exc}") from None
+        agreement = None
+        if mbr is not None:
+            from dataclasses import replace
+
+            from engine.answers.agreement import agree
+
+            run = replace(run, agreement=mbr)
+            agreement = agree(run, mbr.utilities, mbr.limit)
         if args.json == "-":
-            write_stdout(to_checked_json(run, "--json") + "\n")
+            write_stdout(to_checked_json(run, "--json", agreement) + "\n")
             return 0
         write_stdout(format_run(run, args.top) + "\n")
+        if agreement is not None:
+            from engine.answers.agreement_text import format_agreement
+
+            write_stdout("\n" + format_agreement(agreement, run.tree.settings.distribution.describe()) + "\n")
         if args.json:
-            write_file(args.json, to_checked_json(run, "--json"))
+            write_file(args.json, to_checked_json(run, "--json", agreement))
     except DecodeScopeError as exc:
         return say_error(exc)
     except KeyboardInterrupt:

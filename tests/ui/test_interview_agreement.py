@@ -1,0 +1,66 @@
+"""The Interview page's cards on choosing by agreement, in AppTest on the tiny Llama: each question first and
+its answer on demand, in English and 中文, and each link opening Whole answers at its agreement section on the
+settings it names (the utility, the samples, the question asked in English on the bundled chat model)."""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import PAGE_BY_HASH, ROOT, texts
+from ui.interview_agreement import CARDS
+
+pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
+
+
+def open_interview(lang: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["lang"] = lang
+    at.switch_page("pages/interview.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+
+
+def reveal_all(at: AppTest, lang: str) -> list:
+    words = texts("interview_agree", lang)
+    links = []
+    for card in CARDS:
+        assert words[f"{card}_q"] in shown(at) and words[f"{card}_a"] not in shown(at), card
+        at.button(key=f"iv_ag_reveal_{card}").click().run()
+        assert not at.exception, at.exception
+        assert words[f"{card}_a"] in shown(at), card
+        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
+        found = [p for p in at.get("page_link") if p.proto.label in labels]
+        assert sorted(p.proto.label for p in found) == sorted(labels), card
+        links += [(PAGE_BY_HASH[p.proto.page_script_hash], dict(parse_qsl(p.proto.query_string))) for p in found]
+    return links
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_cards_show_the_question_first_and_link_to_the_agreement_section(tiny_loads, lang):
+    at = open_interview(lang)
+    other = texts("interview_agree", "zh" if lang == "en" else "en")
+    assert not any(other[f"{card}_q"] in shown(at) for card in CARDS)
+    links = reveal_all(at, lang)
+    assert len(links) == 5 and all(page == "answers" for page, _ in links)
+    for _, params in links:
+        assert params["lang"] == lang and params["section"] == "agreement" and params["chat"] == "1"
+        assert params["wa_mbr"] in ("exact", "text", "chrf") and params["model"] == "smollm2-135m"
+
+
+def test_a_link_opens_whole_answers_on_its_agreement_settings(tiny_loads):
+    links = reveal_all(open_interview("en"), "en")
+    _, params = links[0]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params.update(params)
+    at.switch_page("pages/answers.py").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    state = at.session_state
+    assert state["prompt"] == params["prompt"] and state["wa_mbr"] == "chrf" and state["wa_samples"] == 64
+    assert state["wa_mbr_k"] == 16 and at.query_params["wa_mbr"] == "chrf"
+    assert texts("agreement")["header"] in [h.value for h in at.subheader]
