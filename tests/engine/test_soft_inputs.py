@@ -289,23 +289,30 @@ def test_every_rule_keeps_one_kv_row_per_step(llama, gemma3, strategy):
         assert [s.kv.bytes for s in trace.steps] == [s.kv.bytes for s in greedy.steps]
 
 
-def test_lanes_step_in_turn_and_stop_keeps_what_ran(llama):
+@pytest.mark.parametrize("batched", [True, False])
+def test_lanes_step_in_turn_and_stop_keeps_what_ran(llama, gemma3, batched):
     configs = [DecodeConfig(max_new_tokens=6)] + [DecodeConfig(strategy=s, max_new_tokens=6) for s in RULES]
     seen = []
 
     def on_step(lane, step):
         seen.append((lane, step.index))
-        return len(seen) < 12          # stop after the 12th step of all lanes together
+        return len(seen) < 12 if not batched else len(seen) < 10     # a batch stops after its whole step
 
-    lanes = SoftLanes(llama, PROMPT, configs)
+    lanes = SoftLanes(llama, PROMPT, configs, batched=batched)
     lanes.run(on_step)
     runs = lanes.results()
     assert seen[:5] == [(i, 0) for i in range(5)] and seen[5:10] == [(i, 1) for i in range(5)]
-    assert [len(r.trace.steps) for r in runs] == [3, 3, 2, 2, 2]
+    assert [len(r.trace.steps) for r in runs] == ([3, 3, 2, 2, 2] if not batched else [2] * 5)
     assert all(len(r.vectors) == len(r.trace.steps) for r in runs)
-    full = SoftLanes(llama, PROMPT, configs).run()
-    for lane, alone in zip(full, configs):
-        assert [s.chosen_ids for s in lane.trace.steps] == [s.chosen_ids for s in decode(llama, PROMPT, alone).steps]
+    for lm in (llama, gemma3):
+        full = SoftLanes(lm, PROMPT, configs, batched=batched).run()
+        for lane, config in zip(full, configs):
+            alone, _, runner = stepped(lm, config)
+            assert [s.chosen_ids for s in lane.trace.steps] == [s.chosen_ids for s in alone.steps]
+            assert [s.fed_ids for s in lane.trace.steps] == [s.fed_ids for s in alone.steps]
+            assert [s.kv.rows for s in lane.trace.steps] == [s.kv.rows for s in alone.steps]
+            for a, b in zip(lane.vectors, runner.fed_vectors if config.strategy != "greedy" else lane.vectors):
+                assert torch.allclose(a, b, atol=1e-4)
 
 
 # ---- probes ------------------------------------------------------------------------------------------

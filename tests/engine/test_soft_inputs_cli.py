@@ -7,9 +7,15 @@ import json
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tiers import examples
 
 from cli_helpers import assert_one_error_line, cli_in_process
 from engine import DecodeConfig, Trace, TraceFormatError, decode
+from engine.soft_inputs.cli import format_fed
+from figures.soft_inputs import measure_grid
+from test_trace_mutations import damage, read, render_everything
 
 PROMPT = ["--prompt", "The capital of France is"]
 
@@ -138,3 +144,25 @@ def test_a_hostile_file_is_refused_with_one_sentence(base, change, words):
 def test_the_undamaged_file_reads(base):
     trace = Trace.from_json(json.dumps(base))
     assert trace.steps[1].fed.cold_stop and trace.steps[1].fed_ids == [trace.steps[1].emitted_id]
+
+
+# ---- damaged anywhere: refused with a sentence, or read and shown ----------------------------------
+@pytest.fixture(scope="module")
+def hidden_base(llama):
+    return decode(llama, "The capital of France is", DecodeConfig(strategy="hidden-state", max_new_tokens=3)).to_dict()
+
+
+LABELS = {key: key for key in ("cosine", "norm_ratio", "participation", "entropy", "step", "departure", "cold_stop",
+                               "title")}
+
+
+@pytest.mark.parametrize("which", ["soft-thinking", "hidden-state"])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_damaged_trace_is_refused_with_a_sentence_or_shows_everywhere(base, hidden_base, which, data):
+    trace = read(data.draw(damage(base if which == "soft-thinking" else hidden_base)))
+    if trace is not None:
+        render_everything(trace)
+        measure_grid([("lane", trace)], LABELS, {"lane": 0}, cold_stop=0.1, selected=0)
+        format_fed(trace, repr)
