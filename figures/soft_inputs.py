@@ -5,12 +5,17 @@ from 1, as on every page.
 """
 from __future__ import annotations
 
+import html
 import math
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .labels import for_plotly
+
+
+def _name(text: str) -> str:
+    """A lane's name (the page's own words) safe in Plotly's HTML subset; spaces stay spaces."""
+    return html.escape(text, quote=False).replace("%{", "%&#123;")
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 MEASURES = ("cosine", "norm_ratio", "participation", "entropy")
@@ -46,16 +51,16 @@ def measure_grid(lanes: list, labels: dict, departures: dict | None = None, cold
         for k, measure in enumerate(MEASURES):
             ys = [_value(s, measure) for s in steps]
             fig.add_trace(go.Scatter(
-                x=xs, y=[None if math.isnan(y) else y for y in ys], mode="lines+markers", name=for_plotly(name),
+                x=xs, y=[None if math.isnan(y) else y for y in ys], mode="lines+markers", name=_name(name),
                 legendgroup=name, showlegend=k == 0, line=dict(color=colour, width=2), marker=dict(size=4),
-                hovertemplate=for_plotly(name) + "<br>" + labels["step"] + " %{x}<br>" + labels[measure]
+                hovertemplate=_name(name) + "<br>" + labels["step"] + " %{x}<br>" + labels[measure]
                               + " %{y:.3f}<extra></extra>"), row=k // 2 + 1, col=k % 2 + 1)
         split = departures.get(name)
         if split is not None and split < len(trace.steps) and trace.steps[split].fed is not None:
             fig.add_trace(go.Scatter(
                 x=[split + 1], y=[_value(trace.steps[split], "cosine")], mode="markers", showlegend=False,
                 legendgroup=name, marker=dict(color=colour, size=13, symbol="x"),
-                hovertemplate=for_plotly(name) + "<br>" + labels["departure"] + " %{x}<extra></extra>"), row=1, col=1)
+                hovertemplate=_name(name) + "<br>" + labels["departure"] + " %{x}<extra></extra>"), row=1, col=1)
     if cold_stop is not None:
         fig.add_hline(y=cold_stop, line_dash="dash", line_color="#555", row=2, col=2,
                       annotation_text=labels["cold_stop"], annotation_position="top right")
@@ -63,7 +68,7 @@ def measure_grid(lanes: list, labels: dict, departures: dict | None = None, cold
         for k in range(len(MEASURES)):
             fig.add_vline(x=selected + 1, line_dash="dot", line_color="#999", row=k // 2 + 1, col=k % 2 + 1)
     fig.update_yaxes(range=[-0.05, 1.05], row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=2)           # a hidden state is 20 times a token's length
     fig.update_yaxes(type="log", row=2, col=1)
     fig.update_yaxes(rangemode="tozero", row=2, col=2)
     fig.update_xaxes(title=labels["step"], row=2)
@@ -75,7 +80,7 @@ def measure_grid(lanes: list, labels: dict, departures: dict | None = None, cold
 def probe_bars(rows: list, labels: dict) -> go.Figure:
     """rows: [(lane name, Probe)]. Per lane, JS of the next distribution after the fed vector against after its
     top-1 id and its top-2 id, and the gap between f(mixture) and the mixture of f (none for a hidden state)."""
-    names = [for_plotly(name) for name, _ in rows]
+    names = [_name(name) for name, _ in rows]
     fig = go.Figure()
     series = (("js_top1", COLOURS[0], lambda p: p.js_top1), ("js_top2", COLOURS[1], lambda p: p.js_top2),
               ("gap", COLOURS[2], lambda p: p.gap))

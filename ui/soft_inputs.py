@@ -125,7 +125,7 @@ def _lane_texts(lm, lanes: list, departures: dict) -> None:
         fired = next((s.index for s in run.trace.steps if s.fed is not None and s.fed.cold_stop), None)
         if fired is not None:
             where += " · " + t("soft_inputs.cold_fired", step=fired + 1)
-        st.markdown(f"**{for_markdown(name)}** · {where}  \n{for_markdown(text)}")
+        st.markdown(f"**{for_markdown(name)}** · {where}  \n{text}")
     prompt = len(lanes[0][2].trace.prompt_token_ids)
     if all(s.kv.rows == prompt + s.index for _, _, run in lanes for s in run.trace.steps):
         steps = max(len(run.trace.steps) for _, _, run in lanes)

@@ -75,7 +75,7 @@ class SoftInputDecoder(Decoder):
         kind, value = self._next_input
         if kind == "hidden":
             return value[0, 0].to("cpu", torch.float32)
-        row = mixture_vector(self.lm.embeddings, fed) if kind == "embeds" else self.lm.embeddings[fed.emitted]
+        row = value[0, 0] if kind == "embeds" else self.lm.embeddings[fed.emitted]
         scale = self.lm.embed_scale
         return row.float() * (1.0 if scale is None else float(scale))
 

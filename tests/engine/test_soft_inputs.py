@@ -101,6 +101,19 @@ def test_the_fed_vector_by_hand_on_a_toy_table(settings, expected):
     assert participation(fed.weights) == pytest.approx(1 / sum(w * w for w in expected.values()), rel=1e-5)
 
 
+def test_a_mixture_of_most_of_the_vocabulary_is_one_product_over_all_of_e():
+    from engine.soft_inputs.rules import DENSE_FROM, Fed
+
+    g = torch.Generator().manual_seed(1)
+    E = torch.randn(DENSE_FROM + 500, 8, generator=g)
+    probs = torch.softmax(torch.randn(len(E), generator=g), -1)
+    fed = soft_thinking(probs, len(E), g)
+    assert len(fed.ids) > DENSE_FROM
+    assert torch.allclose(mixture_vector(E, fed), probs @ E, atol=1e-6)
+    few = Fed(fed.ids[:50], fed.weights[:50] / fed.weights[:50].sum(), int(fed.ids[0]), "mixture")
+    assert torch.allclose(mixture_vector(E, few), few.weights @ E[few.ids], atol=1e-6)
+
+
 def test_without_truncation_soft_thinking_is_the_expected_embedding_lane(llama):
     """max_topk = V with no chain truncation feeds p^T E: the same ids, fed vectors and logits as the soft
     strategy (to float rounding: the sums run in another order)."""
