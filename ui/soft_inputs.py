@@ -22,7 +22,7 @@ from ui.export import export_bar
 from ui.i18n import t
 from ui.present import scroll_to_section, sized
 from ui.progress import held, stopped_note, watched_steps
-from ui.results import show_error
+from ui.results import keep_or_stop
 from ui.settings import SI_BETAS, SI_COLD_TAUS, SI_GUMBELS, SI_LANES, bounds, read, sync_url
 
 S = st.session_state
@@ -87,8 +87,9 @@ def lane_name(lane: str, values: dict) -> str:
     return name
 
 
-def _run(lm: LoadedModel, prompt: str, configs: dict, names: dict) -> list | None:
-    """The lanes' LaneRuns, kept per session for these settings; after Stop the steps so far."""
+def _run(lm: LoadedModel, prompt: str, configs: dict, names: dict) -> list:
+    """[(lane, name, LaneRun)], kept per session for these settings; after Stop the steps so far; after bad input
+    the last lanes that ran, as they were."""
     identity = (lm.name, lm.facts, prompt, tuple(configs.values()))
     kept = S.get("si_runs")
     if kept is not None and kept[0] == identity and not held("si_lanes"):
@@ -104,12 +105,13 @@ def _run(lm: LoadedModel, prompt: str, configs: dict, names: dict) -> list | Non
     try:
         runs = watched_steps("si_lanes", (identity,), [names[k] for k in configs],
                              [c.max_new_tokens for c in configs.values()], run)
-    except DecodeScopeError as exc:
-        show_error(str(exc))
-        return None
+    except DecodeScopeError as exc:      # named once (the page's own lanes may name it first); the last runs stay
+        keep_or_stop(exc, have_previous=kept is not None)
+        return kept[1]
+    lanes = [(lane, names[lane], run) for lane, run in zip(configs, runs)]
     if complete and complete[0]:
-        S["si_runs"] = (identity, runs)
-    return runs
+        S["si_runs"] = (identity, lanes)
+    return lanes
 
 
 def _lane_texts(lm, lanes: list, departures: dict) -> None:
@@ -221,14 +223,11 @@ def soft_inputs_section(lm: LoadedModel, settings, temperature: float) -> None:
         for config in configs.values():
             config.validate(lm.facts.vocab_size)
     except DecodeScopeError as exc:
-        show_error(str(exc))
+        keep_or_stop(exc, have_previous=False)
         return
     names = {lane: lane_name(lane, values) for lane in configs}
-    runs = _run(lm, settings.prompt, configs, names)
-    if runs is None:
-        return
+    lanes = _run(lm, settings.prompt, configs, names)
     stopped_note("si_lanes")
-    lanes = [(lane, names[lane], run) for lane, run in zip(configs, runs)]
     greedy_ids = emitted_ids(lanes[0][2].trace)
     departures = {name: first_difference(greedy_ids, emitted_ids(run.trace)) for _, name, run in lanes}
 
@@ -249,7 +248,8 @@ def soft_inputs_section(lm: LoadedModel, settings, temperature: float) -> None:
                                                      "departure", "cold_stop")}
     labels["title"] = t("soft_inputs.measures_title")
     measured = [(name, run.trace) for lane, name, run in lanes if lane != "greedy"]
-    cold = values["cold_tau"] if "soft-thinking" in configs and values["cold_tau"] > 0 else None
+    cold = values["cold_tau"] if any(lane == "soft-thinking" for lane, _, _ in lanes) and values["cold_tau"] > 0 \
+        else None
     fig = measure_grid(measured, labels, departures, cold_stop=cold, selected=index)
     show_figure(sized(fig), key="si_measures_chart")
     st.caption(t("soft_inputs.measures_caption"))
