@@ -17,6 +17,7 @@ The modules, in the order data flows:
   lanes.py     several rules on one prompt and seed, stepped in turn so each can be shown as it runs;
   probes.py    on demand at one step: is the mixture read as its top token, and the gap between the next
                distribution of the mixture and the mixture of next distributions;
-  scores.py    after a run: perplexity of the emitted text by one teacher-forced pass, repetition, cost.
+  scores.py    after a run: perplexity of the emitted text by one teacher-forced pass, repetition, cost;
+  cli.py       the `decode` flags of the rules and the table of what each step fed (no PyTorch).
 No Streamlit; records are frozen dataclasses of plain values.
 """

@@ -114,13 +114,6 @@ class SoftInputDecoder(Decoder):
         self._fed = fed
         return fed.emitted, None, next_input
 
-    def fed_input(self, index: int) -> tuple | None:
-        """What step `index` fed to the next one: ("ids", [1, 1]), ("embeds", [1, 1, hidden]) before the scale,
-        or ("hidden", [1, 1, hidden]) as the model receives it."""
-        if not 0 <= index < len(self.steps):
-            return None
-        return self._inputs[index + 1] if index + 1 < len(self._inputs) else self._next_input
-
     # ---- branches: replayed, since Cold Stop's count and the fed vectors are this run's own ----------------
     def fork(self, at: int, token: int) -> "SoftInputDecoder":
         """A new decode that forces `token` at step `at`, replayed from the start (same steps before `at`)."""

@@ -431,3 +431,16 @@ def test_traces_read_back_whole(llama, strategy):
     for a, b in zip(trace.steps, again.steps):
         assert (a.fed_ids, a.fed_weights, a.emitted_id) == (b.fed_ids, b.fed_weights, b.emitted_id)
         assert a.fed.kind == b.fed.kind and a.fed.nearest == b.fed.nearest and a.fed.cold_stop == b.fed.cold_stop
+
+
+@pytest.mark.parametrize("strategy", RULES)
+def test_a_branch_forces_its_token_and_feeds_it_as_an_id(llama, strategy):
+    config = DecodeConfig(strategy=strategy, max_new_tokens=5, seed=2)
+    runner = make_runner(llama, PROMPT, config)
+    trace = runner.run()
+    token = trace.steps[2].candidates[3].token_id
+    branch = runner.fork(2, token).run()
+    assert [s.chosen_ids for s in branch.steps[:2]] == [s.chosen_ids for s in trace.steps[:2]]
+    forced = branch.steps[2]
+    assert forced.emitted_id == token and forced.fed_ids == [token] and forced.fed.kind == "id"
+    assert runner.copy() is None
