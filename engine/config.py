@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from .errors import ConfigError, quoted
 
-STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative")
+# the feed-back rules of engine.soft_inputs: Soft Thinking, Mixture of Inputs, the hidden state, the multi-token mean
+SOFT_INPUT_STRATEGIES = ("soft-thinking", "mixture-of-inputs", "hidden-state", "multi-token-mean")
+STRATEGIES = ("greedy", "sample", "beam", "soft", "gumbel", "speculative", *SOFT_INPUT_STRATEGIES)
 # the stages a distribution passes through, in transformers' order (the recorded stage view, the trace check
 # and the page's labels all read this)
 # (llama.cpp's and vLLM's "penalties" stage applies repetition, frequency and presence together; dynamic temperature is
@@ -24,8 +26,9 @@ STAGE_STATE_KEYS = {"mirostat": {"mu": (-1e6, 1e6), "mu_next": (-1e6, 1e6)},
                     "dry": {"run": (0, 1 << 20), "penalised": (0, 1 << 21)},
                     "temperature": {"temperature": (0.0, 1e6)},
                     "penalties": {"window": (0, 1 << 21)}}
-WARPED_STRATEGIES = ("sample", "soft", "gumbel")   # temperature, top-k, top-p and min-p shape these
-FEEDBACK_STRATEGIES = ("soft", "gumbel")           # feed back a vector, not a token id
+# temperature, top-k, top-p and min-p shape these
+WARPED_STRATEGIES = ("sample", "soft", "gumbel", "soft-thinking", "mixture-of-inputs", "multi-token-mean")
+FEEDBACK_STRATEGIES = ("soft", "gumbel", *SOFT_INPUT_STRATEGIES)     # feed back a vector, not a token id
 MAX_NEW_TOKENS = 1024
 MAX_VOCAB = 2**20        # 1,048,576 tokens: the largest real vocabularies hold about 262,000; a file may claim no more
 MAX_MODEL_NAME_BYTES = 255   # a model or draft model name: no longer than a file name may be
@@ -68,6 +71,10 @@ DEFAULT_MBR_CANDIDATES = 16
 MAX_MBR_CANDIDATES = 64
 MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # temperature, tau, repetition penalty: float32 logits scaled stay finite
 MAX_LENGTH_PENALTY = 100.0          # 512 ** 100 is still a float
+MAX_MOI_BETA = 1e6                  # mixture-of-inputs' beta: larger finite values are plain sampling to 6 digits;
+                                    # inf is plain sampling exactly
+MAX_MTM_K = 1024                    # multi-token-mean: ids drawn per step
+MAX_COLD_STOP_STEPS = 1 << 20       # Cold Stop's L (the published runs use 256 to 1,024)
 
 
 def seed_problem(seed) -> str:
@@ -79,7 +86,7 @@ def seed_problem(seed) -> str:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    strategy: str = "greedy"          # greedy | sample | beam | soft | gumbel
+    strategy: str = "greedy"          # one of STRATEGIES
     max_new_tokens: int = 32          # tokens to generate (1..1024)
     temperature: float = 1.0          # divides logits (sample, soft, gumbel)
     top_k: int = 0                    # keep the k most likely tokens; 0 = off
@@ -98,6 +105,13 @@ class DecodeConfig:
     grammar_kind: str = ""            # constrained decoding: json_schema | regex | choices | lark; "" = off
     grammar: str = ""                 # the schema, pattern, JSON list of choices or Lark grammar
     sampler_order: str = "transformers"  # or llama.cpp: top-k, top-p, min-p, then temperature
+    # ---- the feed-back rules of engine.soft_inputs ---------------------------------------------------------
+    soft_top_k: int = 10              # soft-thinking: the k heaviest tokens after the chain, renormalised (max_topk)
+    cold_stop: str = ""               # soft-thinking: TAU:L, ids once L steps in a row had entropy < TAU nats; "" off
+    soft_gumbel: float = 0.0          # soft-thinking: Gumbel-softmax temperature on the k weights; 0 = off
+    soft_dirichlet: float = 0.0       # soft-thinking: Dirichlet noise, weights ~ Dir(alpha * p); 0 = off
+    moi_beta: float = 1.0             # mixture-of-inputs: how much the sampled id outweighs p; inf = plain sampling
+    mtm_k: int = 4                    # multi-token-mean: ids drawn from p per step, their embeddings averaged
     draft: str = ""                   # speculative: early-exit:L | prompt-lookup:N | model:NAME
     draft_tokens: int = 4             # speculative: tokens drafted per round (K, fixed)
     verify: str = "greedy"            # speculative: greedy (keep what the target would pick) | sample
@@ -141,6 +155,8 @@ class DecodeConfig:
             key += (self.temperature, self.top_k, self.top_p, self.min_p, self.seed, self.sampler_order)
         if self.strategy == "gumbel":
             key += (self.tau, self.hard)
+        if self.strategy in SOFT_INPUT_STRATEGIES:
+            key += (self.soft_top_k, self.cold_stop, self.soft_gumbel, self.soft_dirichlet, self.moi_beta, self.mtm_k)
         return key
 
     def sampler_key(self) -> tuple:
@@ -154,7 +170,10 @@ class DecodeConfig:
         return self.strategy in WARPED_STRATEGIES or (self.strategy == "speculative" and self.verify == "sample")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        if values["moi_beta"] == math.inf:      # JSON has no infinity; from_dict reads "inf" back as one
+            values["moi_beta"] = "inf"
+        return values
 
     @classmethod
     def from_dict(cls, values: dict) -> "DecodeConfig":
@@ -197,7 +216,8 @@ class DecodeConfig:
 
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
+            if isinstance(value, float) and not math.isfinite(value) and not (f.name == "moi_beta"
+                                                                                and value == math.inf):
                 bad(f.name, f"must be a finite number, got {value}")
         if self.strategy not in STRATEGIES:
             bad("strategy", f"unknown strategy {quoted(self.strategy)}; choose one of {', '.join(STRATEGIES)}")
@@ -237,6 +257,7 @@ class DecodeConfig:
             bad("sampler_order",
                 f"unknown order '{self.sampler_order[:40]}'; choose one of {', '.join(SAMPLER_ORDERS)}")
         self._validate_samplers(bad)
+        self._validate_soft_inputs(bad)
         if self.grammar_kind or self.grammar:
             if self.grammar_kind not in GRAMMAR_KINDS:
                 bad("grammar_kind",
@@ -309,6 +330,23 @@ class DecodeConfig:
                 bad(name, f"the {self.sampler_order} order has no such sampler; it is in "
                           f"{' and '.join(engines)}: choose that order (--sampler-order)")
 
+    def _validate_soft_inputs(self, bad) -> None:
+        """The feed-back rules' settings (engine.soft_inputs), each in range, whichever strategy runs."""
+        if not 1 <= self.soft_top_k <= MAX_VOCAB:
+            bad("soft_top_k", f"must be between 1 and {MAX_VOCAB:,} tokens, got {self.soft_top_k}")
+        cold_stop_spec(self.cold_stop)
+        if self.soft_gumbel != 0 and not MIN_SCALE <= self.soft_gumbel <= 100:
+            bad("soft_gumbel", f"must be 0 (off) or between {MIN_SCALE:g} and 100, got {self.soft_gumbel:g}")
+        if self.soft_dirichlet != 0 and not 1e-3 <= self.soft_dirichlet <= MAX_SCALE:
+            bad("soft_dirichlet", f"must be 0 (off) or between 0.001 and {MAX_SCALE:g}, got {self.soft_dirichlet:g}")
+        if not (0 <= self.moi_beta <= MAX_MOI_BETA or self.moi_beta == math.inf):
+            bad("moi_beta", f"must be between 0 and {MAX_MOI_BETA:g}, or inf (plain sampling), got {self.moi_beta:g}")
+        if not 1 <= self.mtm_k <= MAX_MTM_K:
+            bad("mtm_k", f"must be between 1 and {MAX_MTM_K:,} ids, got {self.mtm_k}")
+        if self.strategy == "soft-thinking" and self.sampler_order != "transformers":
+            bad("sampler_order", "soft-thinking applies its published chain (temperature, top-k, top-p, min-p); "
+                                 "use the transformers order")
+
     def _validate_draft(self, bad) -> None:
         """The speculative settings: a draft only with the speculative strategy, and one that parses."""
         if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
@@ -348,6 +386,27 @@ def check_model_name(name: str, field: str = "model") -> None:
     if size > MAX_MODEL_NAME_BYTES:
         raise ConfigError(field, f"{field}: a model name of {size:,} bytes ('{str(name)[:40]}…'); a name is at most "
                                  f"{MAX_MODEL_NAME_BYTES} bytes, the longest a file name may be")
+
+
+def cold_stop_spec(spec: str) -> tuple | None:
+    """Soft Thinking's Cold Stop from 'TAU:L' (entropy threshold in nats, steps in a row) -> (TAU, L); None for
+    "" (off). Raises ConfigError naming 'cold_stop'."""
+    text = str(spec).strip()
+    if not text:
+        return None
+    tau_text, sep, steps_text = text.partition(":")
+    try:
+        tau, steps = float(tau_text), int(steps_text)
+    except ValueError:
+        tau = steps = None
+    if not sep or tau is None or not math.isfinite(tau):
+        raise ConfigError("cold_stop", f"cold_stop: '{text[:40]}' is not TAU:L; write an entropy threshold in nats "
+                                       "and a number of steps, e.g. 0.1:4")
+    if not 0 <= tau <= 20:
+        raise ConfigError("cold_stop", f"cold_stop: the threshold TAU must be between 0 and 20 nats, got {tau:g}")
+    if not 1 <= steps <= MAX_COLD_STOP_STEPS:
+        raise ConfigError("cold_stop", f"cold_stop: L must be between 1 and {MAX_COLD_STOP_STEPS:,} steps, got {steps}")
+    return tau, steps
 
 
 def draft_spec(spec: str) -> tuple:

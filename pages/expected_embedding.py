@@ -15,6 +15,7 @@ from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
 from ui.results import cached
 from ui.settings import TAUS, bounds, read, sync_url
+from ui.soft_inputs import soft_inputs_section
 
 
 page = open_page("embedding")
@@ -173,3 +174,6 @@ st.markdown(t("embedding.note_state", soft_rows=s_kv.rows, soft_steps=len(soft.s
               discrete_steps=len(discrete.steps)))
 st.markdown(t("embedding.note_input", mean=f"{mean_cos:.3f}",
               low=f"{min(s.feedback.nearest_cosine for s in steps_with_feedback):.3f}"))
+
+# ---- 2025's feed-back rules: Soft Thinking, Mixture of Inputs, the hidden state, the multi-token mean -----------
+soft_inputs_section(lm, settings, temperature)

@@ -13,6 +13,7 @@ from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
 from ui.interview_agreement import agreement_cards
 from ui.interview_answers import answers_cards
+from ui.interview_soft import soft_input_cards
 from ui.interview_structured import structured_chain
 from ui.sampler_cards import sampler_cards
 from ui.present import presenting
@@ -252,6 +253,7 @@ with cards:
     structured_chain(demo_params)
     answers_cards(demo_params)
     agreement_cards(demo_params)
+    soft_input_cards(demo_params)
     ratings = list(S["iv_ratings"].values())
     st.caption(t("interview.rating_summary", rated=len(ratings), total=3,
                  **{r: ratings.count(r) for r in RATINGS}))

@@ -246,6 +246,12 @@ def watched_lanes(name: str, lm: LoadedModel, prompt: str, configs: list, labels
                     [c.max_new_tokens for c in configs], True, run)
 
 
+def watched_steps(name: str, keys: tuple, labels: list, totals: list, run) -> list:
+    """Any computation that steps lanes and reports each step, with the same progress and Stop: `run(on_step,
+    on_wait)` -> (results, complete); after Stop, the results so far (kept for these `keys`)."""
+    return _watched(name, keys, list(labels), list(totals), True, run)
+
+
 def watched_served(name: str, server, prompt: str, config: DecodeConfig, label: str) -> Trace:
     """A decode on a served model (engine.served.decode) with the same progress and Stop: the tokens stream
     in, and Stop keeps the steps received so far (the connection is closed; the server stops too)."""

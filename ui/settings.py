@@ -47,6 +47,12 @@ class Setting:
 LANES = ("greedy", "beam", "top_k", "top_p", "temperature", "soft")     # Compare's lanes
 DEFAULT_LANES = ("greedy", "beam", "top_p", "temperature")
 TAUS = (10.0, 5.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01)           # Gumbel-softmax temperatures offered
+# Expected embedding's feed-back lanes (ui.soft_inputs) and the values its select sliders offer
+SI_LANES = ("pte", "soft-thinking", "mixture-of-inputs", "hidden-state", "multi-token-mean")
+SI_DEFAULT_LANES = ("pte", "soft-thinking", "mixture-of-inputs", "hidden-state")
+SI_COLD_TAUS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0)                    # Cold Stop's threshold; 0 = off
+SI_GUMBELS = (0.0, 0.1, 0.2, 0.5, 1.0)                                    # Soft Thinking's Gumbel tau; 0 = off
+SI_BETAS = ("0", "0.5", "1", "2", "4", "inf")                            # Mixture of Inputs' beta
 
 TABLE: dict[str, Setting] = {
     # the sidebar every page shares (model and prompt have defaults that depend on the language)
@@ -110,6 +116,16 @@ TABLE: dict[str, Setting] = {
     "ee_temperature": Setting(1.0, 0.1, 3.0),
     "ee_tau": Setting(1.0, 0.01, 10.0, choices=TAUS),
     "ee_hard": Setting(False),
+    "si_lanes": Setting(list(SI_DEFAULT_LANES), choices=SI_LANES),
+    "si_k": Setting(10, 1, 50),
+    "si_chain": Setting(True),
+    "si_cold_tau": Setting(0.1, 0.0, 1.0, choices=SI_COLD_TAUS),
+    "si_cold_l": Setting(4, 1, 64),
+    "si_gumbel": Setting(0.0, 0.0, 1.0, choices=SI_GUMBELS),
+    "si_beta": Setting("1", choices=SI_BETAS),
+    "si_mtm_k": Setting(4, 1, 64),
+    "si_step": Setting(1, 1, MAX_NEW_TOKENS),
+    "si_probe": Setting(False),
     # Teacher forcing
     "tf_reference": Setting(""),
     "tf_for": Setting(""),

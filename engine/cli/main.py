@@ -16,8 +16,8 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from engine.config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N, STRATEGIES,
-                     DecodeConfig, draft_spec)
+from engine.config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW_TOKENS, MAX_TOP_N,
+                           SOFT_INPUT_STRATEGIES, STRATEGIES, DecodeConfig, draft_spec)
 from engine.errors import ConfigError, DecodeScopeError
 from engine.cli.answers import add_answers_arguments, answers_main
 from engine.lesson.cli import add_lesson_parser, lesson_main
@@ -25,6 +25,7 @@ from engine.cli.grammar import add_grammar_arguments, format_grammar_table, gram
 from engine.cli.samplers import ORDER_WORDS, add_sampler_arguments, flagged, stage_label, state_text
 from engine.cli.files import MAX_PROMPT_FILE, check_argument_text, read_text_file
 from engine.cli.output import check_target, say_error, write_file, write_stdout
+from engine.soft_inputs.cli import add_soft_input_arguments, format_fed, soft_flagged
 
 if TYPE_CHECKING:                   # for annotations only: the trace's module is imported where a decode runs
     from engine.trace import Trace
@@ -123,6 +124,7 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
                         "its top-1 token's probability, tokens it cut and the mass they held, and the state a "
                         "stateful stage carried (mirostat's mu, XTC's draw, DRY's run, the dynamic temperature)")
     add_sampler_arguments(p)
+    add_soft_input_arguments(p)
     add_grammar_arguments(p)
     lens = sub.add_parser("lens", help="the top token at every layer for the next token (logit lens)",
                           formatter_class=_Help)
@@ -398,7 +400,7 @@ def _checked_config(args) -> DecodeConfig:
     try:
         config.validate()
     except ConfigError as exc:           # a sampler setting's error names its flag, as typed
-        raise flagged(exc) from None
+        raise soft_flagged(flagged(exc)) from None
     check_json_target(args.json)
     if args.prompt_file is not None:
         args.prompt = read_prompt_file(args.prompt_file)
@@ -440,6 +442,8 @@ def _report(args, trace: Trace) -> None:
         out = format_stages_table(trace) if args.stages else format_table(trace)
     if trace.rounds:
         out += "\n\n" + format_rounds(trace)
+    if trace.config.strategy in SOFT_INPUT_STRATEGIES:
+        out += "\n\n" + format_fed(trace, _show)
     if args.explain:
         from engine.explain.findings import format_findings
 

@@ -15,7 +15,7 @@ import copy
 import torch
 
 from engine.decoding.beam import beam_score
-from engine.config import FEEDBACK_STRATEGIES, DecodeConfig
+from engine.config import FEEDBACK_STRATEGIES, SOFT_INPUT_STRATEGIES, DecodeConfig
 from engine.errors import ConfigError
 from engine.grammar.constrain import grammar_record
 from engine.model import LoadedModel
@@ -38,6 +38,9 @@ class Decoder(Runner):
     def __init__(self, lm: LoadedModel, prompt: str, config: DecodeConfig, forced: dict | None = None):
         if config.strategy == "beam":
             raise ConfigError("strategy", "strategy: use engine.decoding.beam.BeamSearch for beam search")
+        if config.strategy in SOFT_INPUT_STRATEGIES and type(self) is Decoder:
+            raise ConfigError("strategy", f"strategy: {config.strategy} runs in engine.soft_inputs' SoftInputDecoder "
+                                          "(engine.strategies.make_runner picks it)")
         super().__init__(lm, prompt, config)
         self.forced = {int(k): int(v) for k, v in (forced or {}).items()}
         if self.forced and config.grammar_kind:

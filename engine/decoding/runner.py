@@ -55,6 +55,7 @@ class Forward:
     appended: int            # KV rows this pass wrote (prompt x rows at prefill, else rows)
     cache_rows: int          # tokens each cache row holds now
     cache_bytes: int         # bytes of the whole cache, read off its tensors
+    hidden: torch.Tensor | None = None   # [rows, hidden] the last position's final hidden state, when asked for
 
 
 class Runner:
@@ -121,8 +122,9 @@ class Runner:
         self._past = out.past_key_values
         new = next(iter(inputs.values()))
         _, rows, nbytes = cache_size(self._past)
+        states = getattr(out, "hidden_states", None)          # present when self._fwd asks for them
         return Forward(logits=out.logits[:, -1].to("cpu", torch.float32), appended=new.shape[0] * new.shape[1],
-                       cache_rows=rows, cache_bytes=nbytes)
+                       cache_rows=rows, cache_bytes=nbytes, hidden=None if states is None else states[-1][:, -1])
 
     @property
     def cache_bytes(self) -> int:

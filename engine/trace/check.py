@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..config import (LLAMA_CPP_SAMPLERS, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, STAGE_NAMES,
-                      STAGE_STATE_KEYS)
+from ..config import (LLAMA_CPP_SAMPLERS, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_TOP_N, MAX_VOCAB, SOFT_INPUT_STRATEGIES,
+                      STAGE_NAMES, STAGE_STATE_KEYS, cold_stop_spec)
 from ..errors import TraceFormatError, quoted
 from ..served.numbers import LEARNT, NUMBERS
 from .mask import allowed_count, allows, packed_mask
@@ -38,6 +38,8 @@ DRAFT_STATUSES = ("kept", "rejected", "unchecked")
 NEXT_KINDS = ("corrected", "bonus", "none")
 MAX_PAIRS = 2 * MAX_TOP_N + 1   # a position lists the top tokens of p and of q, and its own token
 MAX_RESIDUAL = 20               # the recorder keeps the residual's first 20 tokens
+MAX_FED = 20                    # the recorder keeps a fed vector's 20 heaviest tokens
+FED_KINDS = ("mixture", "id", "hidden")
 
 # model_facts keys the pages read, and the type each must have
 FACT_TYPES = {"name": str, "architecture": str, "dtype": str, "has_chat_template": bool,
@@ -191,6 +193,7 @@ class _Checker:
                 self.feedback(step.feedback, f"{where}, feedback")
             if step.kv is not None:
                 self.kv(step.kv, f"{where}, kv")
+            self.fed(step, where)
             if len(step.stages) > MAX_STAGES:
                 _fail(f"{where}: {len(step.stages)} stages; a chain has at most {MAX_STAGES}")
             for k, stage in enumerate(step.stages):
@@ -293,6 +296,62 @@ class _Checker:
         self.token(fb.argmax_id, where, "argmax token")
         for name in ("nearest_cosine", "entropy", "norm", "nearest_norm"):
             _finite(getattr(fb, name), where, name)
+
+    def fed(self, step, where: str) -> None:
+        """A feed-back rule's step (engine.soft_inputs): the emitted token is the chosen one; the fed tokens are
+        distinct, in the vocabulary, with weights in [0, 1], most weight first, summing to at most 1; the
+        measures finite and in their ranges. Other strategies record none of it."""
+        strategy = self.config.strategy
+        if strategy not in SOFT_INPUT_STRATEGIES:
+            if step.fed_ids or step.fed_weights or step.emitted_id is not None or step.fed is not None:
+                _fail(f"{where}: it records a fed input, which only {', '.join(SOFT_INPUT_STRATEGIES)} record; "
+                      f"its config says {strategy}")
+            return
+        if step.emitted_id is None or step.fed is None:
+            _fail(f"{where}: a {strategy} step records its emitted_id and its fed input; one is missing")
+        if step.emitted_id != step.chosen_ids[0]:
+            _fail(f"{where}: emitted_id {step.emitted_id} is not the chosen token {step.chosen_ids[0]}")
+        ids, weights, fed = step.fed_ids, step.fed_weights, step.fed
+        if len(ids) != len(weights):
+            _fail(f"{where}: {len(ids):,} fed_ids but {len(weights):,} fed_weights")
+        if len(ids) > MAX_FED:
+            _fail(f"{where}: {len(ids):,} fed tokens listed, more than {MAX_FED}")
+        for j, token_id in enumerate(ids):
+            self.token(token_id, f"{where}, fed token {j + 1}")
+        if len(set(ids)) != len(ids):
+            _fail(f"{where}: a fed token is listed twice")
+        for j, weight in enumerate(weights):
+            _share(weight, f"{where}, fed token {j + 1}", "weight")
+            if j and weight > weights[j - 1] + TOLERANCE:
+                _fail(f"{where}: fed_weights must come most weight first; weight {j + 1} is above weight {j}")
+        if sum(weights) > 1 + TOLERANCE:
+            _fail(f"{where}: fed_weights sum to {sum(weights):g}, more than 1")
+        if fed.kind not in FED_KINDS:
+            _fail(f"{where}: fed kind '{fed.kind[:20]}' is not one of {', '.join(FED_KINDS)}")
+        if (fed.kind == "hidden") != (not ids):
+            _fail(f"{where}: a fed hidden state lists no tokens, and a fed mixture or id lists at least one")
+        if fed.kind == "id" and (len(ids) != 1 or abs(weights[0] - 1) > TOLERANCE):
+            _fail(f"{where}: a fed id is one token of weight 1")
+        if len(fed.nearest) > MAX_TOP_N:
+            _fail(f"{where}: {len(fed.nearest):,} nearest tokens, more than {MAX_TOP_N}")
+        for j, item in enumerate(fed.nearest):
+            self.token(item.token_id, f"{where}, nearest {j + 1}")
+            _cosine(item.value, f"{where}, nearest {j + 1}", "cosine")
+        _cosine(fed.emitted_cosine, where, "emitted_cosine")
+        for name in ("norm", "emitted_norm", "entropy", "rule_seconds"):
+            _at_least(getattr(fed, name), 0.0, where, name)
+        if math.isnan(fed.participation):
+            if fed.kind != "hidden":
+                _fail(f"{where}: participation is unknown, which only a fed hidden state may be")
+        elif not 1 - TOLERANCE <= fed.participation <= (self.vocab or MAX_TOKEN_ID) + TOLERANCE:
+            _fail(f"{where}: participation {fed.participation:g} is not between 1 and the vocabulary size")
+        cold = cold_stop_spec(self.config.cold_stop) if strategy == "soft-thinking" else None
+        most = cold[1] if cold else 0
+        if not 0 <= fed.low_steps <= min(most, step.index + 1):
+            _fail(f"{where}: low_steps {fed.low_steps:,} is not between 0 and {min(most, step.index + 1):,} "
+                  "(the steps so far, at most Cold Stop's L)")
+        if fed.cold_stop and fed.low_steps != most:
+            _fail(f"{where}: Cold Stop fires only at its L-th low-entropy step in a row")
 
     def kv(self, kv, where: str) -> None:
         for name in ("rows", "bytes", "rows_appended", "rows_copied", "paged_rows", "paged_blocks", "paged_bytes"):
@@ -483,6 +542,12 @@ def _at_least(value: float, low: float, where: str, name: str) -> None:
     _finite(value, where, name)
     if value < low - TOLERANCE:
         _fail(f"{where}: {name} must be at least {low:g}, got {value:g}")
+
+
+def _cosine(value: float, where: str, name: str) -> None:
+    _finite(value, where, name)
+    if not -1 - TOLERANCE <= value <= 1 + TOLERANCE:
+        _fail(f"{where}: {name} must be between -1 and 1, got {value:g}")
 
 
 def _share(value: float, where: str, name: str) -> None:

@@ -10,7 +10,7 @@ import re
 
 from ..config import DecodeConfig
 from ..errors import ConfigError, TraceFormatError, quoted, shortened
-from .records import (Candidate, DraftCheck, FeedBack, GrammarStep, KVStep, Neighbour, Node, PairProb, Round,
+from .records import (Candidate, DraftCheck, FedInput, FeedBack, GrammarStep, KVStep, Neighbour, Node, PairProb, Round,
                       Sequence, Stage, StageToken, Step)
 
 MAX_TRACE_BYTES = 20_000_000       # 20 MB, decimal
@@ -267,6 +267,17 @@ def _feedback(d) -> FeedBack | None:
                     norm=_field(d, "norm", _num), nearest_norm=_field(d, "nearest_norm", _num))
 
 
+def _fed(d) -> FedInput | None:
+    if d is None:
+        return None
+    return FedInput(kind=_field(d, "kind", _str), nearest=_each(d, "nearest", _neighbour, "nearest"),
+                    emitted_cosine=_field(d, "emitted_cosine", _num), norm=_field(d, "norm", _num),
+                    emitted_norm=_field(d, "emitted_norm", _num),
+                    participation=_field(d, "participation", _unknown_or_num),
+                    entropy=_field(d, "entropy", _num), low_steps=_field(d, "low_steps", _int),
+                    cold_stop=_field(d, "cold_stop", _bool), rule_seconds=_field(d, "rule_seconds", _num))
+
+
 def _kv(d) -> KVStep | None:
     if d is None:
         return None
@@ -341,7 +352,9 @@ def _step(d) -> Step:
                 seconds=_field(d, "seconds", _num, 0.0),
                 stages=_each(d, "stages", _stage, "stage", default=[]),
                 grammar=_field(d, "grammar", _grammar, None),
-                varentropy=_field(d, "varentropy", _unknown_or_num, None))
+                varentropy=_field(d, "varentropy", _unknown_or_num, None),
+                fed_ids=_each(d, "fed_ids", _int, default=[]), fed_weights=_each(d, "fed_weights", _num, default=[]),
+                emitted_id=_field(d, "emitted_id", _optional_int, None), fed=_field(d, "fed", _fed, None))
 
 
 def _unknown_or_num(value) -> float:

@@ -43,6 +43,21 @@ class FeedBack:
 
 
 @dataclass(frozen=True)
+class FedInput:
+    """What a feed-back rule of engine.soft_inputs fed at one step, measured against the token it emitted."""
+    kind: str               # mixture | id | hidden (the last position's final hidden state)
+    nearest: list           # [Neighbour] the tokens nearest the fed vector by cosine, best first (10)
+    emitted_cosine: float   # cosine of the fed vector to the emitted token's embedding
+    norm: float             # |fed vector|, as the model receives it
+    emitted_norm: float     # |the emitted token's embedding|, the same way
+    participation: float    # 1 / sum w^2: how many tokens are really mixed (1 for an id); nan for a hidden state
+    entropy: float          # of softmax(logits / T), untruncated, nats: what Cold Stop reads
+    low_steps: int          # Cold Stop's count of low-entropy steps in a row, this one included (0: no Cold Stop)
+    cold_stop: bool         # Cold Stop fired at this step: from here on the rule feeds ids
+    rule_seconds: float     # forming the fed vector: the rule alone, without the forward pass or these measures
+
+
+@dataclass(frozen=True)
 class KVStep:
     """The KV cache after this step. rows/bytes are read off the real cache tensors;
     paged_* is the accounting of a shared-prefix cache (blocks of 16, ref-counted)."""
@@ -110,6 +125,12 @@ class Step:
     stages: list = field(default_factory=list)          # [Stage] one per processor; empty in older traces
     grammar: GrammarStep | None = None                   # constrained decoding: what the grammar's mask did
     varentropy: float = math.nan    # raw distribution: Var[-log p], nats^2 (nan: not known, as in older traces)
+    # the feed-back rules of engine.soft_inputs: the fed vector's tokens and weights, most weight first (at most
+    # 20; the rest of a full p^T E is left out), the token emitted as text, and the step's measures
+    fed_ids: list = field(default_factory=list)
+    fed_weights: list = field(default_factory=list)
+    emitted_id: int | None = None
+    fed: FedInput | None = None
 
     @property
     def chosen(self) -> "Candidate | None":

@@ -25,7 +25,7 @@ NUMBERS = sorted(k for k, s in TABLE.items() if s.kind in (int, float))
 # far out of range, beyond int64, beyond float (an overflow), not finite, not a number
 BAD = ["5000", "-99999999999999999999999", "9" * 400, "1e400", "nan", "-inf", "zwei"]
 INTERFACE = {"lang", "present", "tour"}
-DYNAMIC = {"sd_layer", "so_step"}      # ranges that depend on the run (the model's layers, the steps decoded)
+DYNAMIC = {"sd_layer", "so_step", "si_step"}  # ranges that depend on the run (the model's layers, the steps decoded)
 
 
 def page_sources() -> list:

@@ -1,0 +1,74 @@
+"""The Interview page's cards on feeding back more than an id, in AppTest on the tiny Llama: each question first,
+its answer on demand, in English and 中文, and each link opening Expected embedding's feed-back lanes on the
+settings it names."""
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import PAGE_BY_HASH, ROOT, texts
+
+pytestmark = pytest.mark.usefixtures("navigation_frame")
+CARDS = ("contradict", "paths", "coconut", "cost", "moi", "greedy")
+
+
+def open_interview(lang: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["lang"] = lang
+    at.switch_page("pages/interview.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+
+
+def reveal_all(at: AppTest, lang: str) -> list[dict]:
+    """Reveal each card in turn; the query of every link its answer shows."""
+    words = texts("interview_si", lang)
+    links = []
+    for card in CARDS:
+        assert words[f"{card}_q"] in markdown(at) and words[f"{card}_a"] not in markdown(at), card
+        at.button(key=f"iv_si_reveal_{card}").click().run()
+        assert not at.exception, at.exception
+        assert words[f"{card}_a"] in markdown(at), card
+        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
+        found = [p for p in at.get("page_link") if p.proto.label in labels]
+        assert sorted(p.proto.label for p in found) == sorted(labels), card
+        for p in found:
+            assert PAGE_BY_HASH[p.proto.page_script_hash] == "expected_embedding"
+            links.append(dict(parse_qsl(p.proto.query_string)))
+    return links
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_six_cards_show_the_question_first_and_the_answer_with_its_demos_on_demand(tiny_loads, lang):
+    at = open_interview(lang)
+    other = texts("interview_si", "zh" if lang == "en" else "en")
+    assert not any(other[f"{card}_q"] in markdown(at) for card in CARDS)
+    links = reveal_all(at, lang)
+    assert len(links) == 8
+    assert all(params["lang"] == lang and params["section"] == "soft-inputs" for params in links)
+    at.button(key="iv_si_reveal_cost").click().run()
+    assert texts("interview_si", lang)["cost_a"] not in markdown(at)
+
+
+def test_each_link_opens_the_lanes_it_names(tiny_loads):
+    for params in reveal_all(open_interview("en"), "en"):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+        at.query_params.update(params)
+        at.switch_page("pages/expected_embedding.py").run()
+        assert not at.exception, (params, at.exception)
+        assert not at.error, (params, [e.value for e in at.error])
+        state = at.session_state
+        assert state["si_lanes"] == params["si_lanes"].split(",")
+        for key, kind in (("si_beta", str), ("si_gumbel", float), ("si_probe", lambda v: v == "1"),
+                          ("si_k", int), ("si_cold_tau", float)):
+            if key in params:
+                assert state[key] == kind(params[key]), key
+        assert at.query_params["si_lanes"] == params["si_lanes"]      # the address left reproduces the view
+        probed = any("JS vs top-1 id" in df.value.columns for df in at.dataframe)
+        assert probed == (params.get("si_probe") == "1"), params
