@@ -99,9 +99,11 @@ def prompt_ids_for(lm: LoadedModel, prompt: str, settings: StudySettings) -> lis
     return ids
 
 
-def run_study(lm: LoadedModel, prompt: str, settings: StudySettings, *, what_if: bool = True,
+def run_study(lm: LoadedModel, prompt: str, settings: StudySettings, *, what_if: bool = True, keep_logits: bool = True,
               progress: Callable[[int, int, str], None] | None = None) -> Study:
-    """Every run of the study, compared with the reference; progress(done, total, label) before each run."""
+    """Every run of the study, compared with the reference; progress(done, total, label) before each run.
+    keep_logits False: each run's logits are dropped once compared (a page keeps the numbers it shows, not
+    steps x vocabulary floats per run)."""
     settings.validate()
     ids = prompt_ids_for(lm, prompt, settings)
     picker = Picker(settings.temperature, settings.seed)
@@ -121,6 +123,9 @@ def run_study(lm: LoadedModel, prompt: str, settings: StudySettings, *, what_if:
         if progress:
             progress(len(specs), total, "what-if")
         study.what_if = fork(lm, study, study.closest.step)
+    if not keep_logits:
+        for run in runs:
+            run.logits = run.logits[:0]
     return study
 
 
