@@ -130,3 +130,29 @@ def _chart(fig, study, names, labels) -> None:
         fig.add_annotation(x=0.5, y=0.05, xref="x2 domain", yref="y2 domain", text=labels["all_zero"],
                            showarrow=False, font=dict(size=13), bgcolor="rgba(255,255,255,0.85)")
     fig.update_yaxes(type="log", title_text=labels["value"], row=2, col=1, exponentformat="power")
+
+
+def served_histogram(levels: list, labels: dict) -> go.Figure:
+    """Distinct completions of a served study: one bar per distinct completion (numbered by how often it came
+    back over every level, #1 the most common), one colour per concurrency level, the count at that level."""
+    totals: dict = {}
+    texts: dict = {}
+    for level in levels:
+        for c in level.completions:
+            totals[c.tokens] = totals.get(c.tokens, 0) + 1
+            texts.setdefault(c.tokens, c.text)
+    order = sorted(totals, key=lambda tokens: -totals[tokens])
+    names = [f"#{i + 1}" for i in range(len(order))]
+    fig = go.Figure()
+    for k, level in enumerate(levels):
+        counts = {}
+        for c in level.completions:
+            counts[c.tokens] = counts.get(c.tokens, 0) + 1
+        fig.add_trace(go.Bar(x=names, y=[counts.get(tokens, 0) for tokens in order],
+                             name=labels["level"].replace("{n}", str(level.concurrency)),
+                             marker_color=RUN_COLOURS[k % len(RUN_COLOURS)],
+                             customdata=[for_plotly(texts[tokens][:200]) for tokens in order],
+                             hovertemplate="%{x}: %{y}<br>%{customdata}<extra>%{fullData.name}</extra>"))
+    fig.update_layout(title=labels["title"], barmode="group", height=340, margin=dict(l=10, r=10, t=60, b=10),
+                      xaxis_title=labels["x"], yaxis_title=labels["y"], legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -34,6 +34,11 @@ SOURCES = [
 
 page = open_page("rp", new_tokens=LIGHT_NEW_TOKENS)
 settings, box = page.settings, page.row["settings"]
+if served_selected():               # a served model: N identical requests to it (no weights here for the rest)
+    from ui.reproduce_served import served_section
+
+    served_section(settings, box)
+    st.stop()
 
 # ---- controls ------------------------------------------------------------------------------------------------
 c1, c2, c3 = box.columns(3)
@@ -51,12 +56,6 @@ dtype = c3.radio(t("rp.dtype"), DTYPES, index=DTYPES.index(read("rp_dtype")), ke
 invariant = c3.toggle(t("rp.invariant"), value=read("rp_invariant"), key="rp_invariant", help=t("rp.invariant_help"))
 sync_url(rp_sizes=",".join(sizes), rp_fill=fill, rp_prefill=prefill, rp_chunk=int(chunk), rp_dtype=dtype,
          rp_invariant=invariant, rp_verify=int(verify))
-
-if served_selected():               # the served part of the page needs no weights; the local study does
-    from ui.reproduce_served import served_section
-
-    served_section(settings)
-    st.stop()
 
 if not sizes:
     st.info(t("rp.no_sizes"))

@@ -113,3 +113,24 @@ def test_no_batch_size_says_so_and_draws_nothing(loads):
     at = open_page({**LINK, "rp_sizes": ""})
     assert EN["no_sizes"] in [i.value for i in at.info]
     assert not figures(at)
+
+
+# ---- a served model: N identical requests, on a click ----------------------------------------------------------
+def test_a_served_model_gets_identical_requests_only_on_a_click(stub_server, no_local_loads):
+    from app_helpers import open_app
+    from served_fixtures import TWO_TOKENS
+
+    url = stub_server(TWO_TOKENS, owned_by="llamacpp")
+    at = open_app("reproduce", params={"rp_requests": 3, "rp_levels": "1,2", "server": url,
+                                       "served_model": "stub-model"})
+    assert at.sidebar.selectbox(key="model_choice").value == "served"
+    at.sidebar.button(key="served_connect").click().run()
+    assert not at.exception, at.exception
+    assert stub_server.sent(url, "/v1/completions") == []          # nothing sent before the click
+    at.button(key="rp_send").click().run()
+    assert not at.exception, at.exception
+    sent = stub_server.sent(url, "/v1/completions")
+    assert len(sent) == 6 and all(s["temperature"] == 0.0 and s["logprobs"] == 2 for s in sent)
+    histogram = figures(at)[0]
+    assert [sum(bar["y"]) for bar in histogram["data"]] == [3, 3]
+    assert EN["served_one"].split(":")[0] in "\n".join(s.value for s in at.success)
