@@ -12,6 +12,7 @@ import streamlit as st
 from ui.demo import DEFAULT_PROMPT, demo_language_settings
 from ui.i18n import language, t
 from ui.interview_answers import answers_cards
+from ui.interview_reproduce import reproduce_chain
 from ui.interview_structured import structured_chain
 from ui.sampler_cards import sampler_cards
 from ui.present import presenting
@@ -249,6 +250,7 @@ with cards:
     spec_chain_card()
     simple_card("direct")
     structured_chain(demo_params)
+    reproduce_chain(demo_params)
     answers_cards(demo_params)
     ratings = list(S["iv_ratings"].values())
     st.caption(t("interview.rating_summary", rated=len(ratings), total=3,
