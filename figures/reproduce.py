@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+import html
 
 from .labels import for_plotly
 
@@ -48,8 +49,9 @@ def study_figure(study, names: list, token_texts: list, labels: dict) -> go.Figu
     margin; fragile steps shaded on both, the closest call marked."""
     runs = len(study.runs)
     steps = max(len(r.token_ids) for r in study.runs)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        row_heights=[0.38, 0.62] if runs <= 6 else [0.5, 0.5])
+    strip_px, chart_px = 30 * runs + 20, 300
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=90 / (strip_px + chart_px + 90),
+                        row_heights=[strip_px, chart_px])
     _strip(fig, study, names, token_texts, labels, steps)
     _chart(fig, study, names, labels)
     for t in fragile_steps(study):
@@ -64,7 +66,7 @@ def study_figure(study, names: list, token_texts: list, labels: dict) -> go.Figu
                            yanchor="bottom", font=dict(size=12), bgcolor="rgba(255,255,255,0.8)")
     fig.update_xaxes(title_text=labels["step"], row=2, col=1, range=[0.5, steps + 0.5], dtick=1 if steps <= 32
                      else None)
-    fig.update_layout(title=labels["title"], height=300 + 34 * runs + 280, margin=dict(l=10, r=10, t=60, b=10),
+    fig.update_layout(title=labels["title"], height=strip_px + chart_px + 90 + 150, margin=dict(l=10, r=10, t=60, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0),
                       hovermode="closest")
     return fig
@@ -87,7 +89,7 @@ def _strip(fig, study, names, token_texts, labels, steps) -> None:
     n = len(STATES)
     for i, state in enumerate(STATES):
         scale += [[i / n, STATE_COLOURS[state]], [(i + 1) / n, STATE_COLOURS[state]]]
-    shown = [for_plotly(name) for name in names]
+    shown = [html.escape(name, quote=False) for name in names]        # a name is ours: its spaces stay spaces
     fig.add_trace(go.Heatmap(z=z, x=list(range(1, steps + 1)), y=shown, text=text, texttemplate="%{text}",
                              textfont=dict(size=13, color="black"), customdata=hover,
                              hovertemplate="%{y}<br>%{customdata}<extra></extra>", colorscale=scale, zmin=-0.5,
@@ -109,7 +111,7 @@ def _chart(fig, study, names, labels) -> None:
         if not xs:
             continue
         colour = RUN_COLOURS[(r - 1) % len(RUN_COLOURS)]
-        name = for_plotly(names[r])
+        name = html.escape(names[r], quote=False)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=labels["delta"].replace("{run}", name),
                                  line=dict(color=colour, width=1.5), marker=dict(size=6, color=colour),
                                  hovertemplate=labels["delta_hover"].replace("{run}", name) + "<extra></extra>"),

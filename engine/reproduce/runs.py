@@ -92,7 +92,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return positions.masked_fill(mask == 0, 1)
 
 
-class _Stepper:
+class BatchStepper:
     """A batch's forward passes through one cache, remembering each row's mask and next position."""
 
     def __init__(self, lm: LoadedModel, batch: Batch):
@@ -117,7 +117,7 @@ class _Stepper:
         self.mask = full
         self.next_position = positions[:, -1] + 1
         self.passes += 1
-        return out.logits[:, -keep:].detach().to("cpu")
+        return out.logits[:, -keep:].detach()
 
     def prefill(self, batch: Batch, chunk: int) -> torch.Tensor:
         """The prompt (every row) in one pass, or `chunk` columns a pass; the last position's logits [B, V]."""
@@ -149,12 +149,12 @@ def decode_run(lm: LoadedModel, prompt_ids: list, spec: RunSpec, max_new_tokens:
     tokens, rows = [], []
     start = time.perf_counter()
     with torch.inference_mode(), batch_invariant(spec.invariant):
-        stepper = _Stepper(model_lm, batch)
+        stepper = BatchStepper(model_lm, batch)
         logits = stepper.prefill(batch, spec.chunk)                  # [B, V] for step 0
         pending = []                                                  # logits rows of a verify pass not yet used
         while True:
             step = len(tokens)
-            rows.append(logits[row].clone())
+            rows.append(logits[row].to("cpu", copy=True))
             token = picker.choose(logits[row], step)
             tokens.append(token)
             ended = token in eos
@@ -167,7 +167,7 @@ def decode_run(lm: LoadedModel, prompt_ids: list, spec: RunSpec, max_new_tokens:
                     continue
                 stepper.crop(fed[2])                                  # the draft was wrong: drop what it fed
                 pending = []
-            others = logits.argmax(-1)
+            others = logits.argmax(-1).cpu()
             others[row] = token
             if spec.verify > 0 and drafts is not None and len(drafts) > len(tokens) \
                     and tokens == list(drafts[:len(tokens)]):          # after a divergence the drafts are stale
@@ -180,7 +180,7 @@ def decode_run(lm: LoadedModel, prompt_ids: list, spec: RunSpec, max_new_tokens:
                ended=ended, label=label)
 
 
-def _verify(stepper: _Stepper, size: int, row: int, token: int, others: torch.Tensor, drafts: list, done: int,
+def _verify(stepper: BatchStepper, size: int, row: int, token: int, others: torch.Tensor, drafts: list, done: int,
             k: int, max_new_tokens: int):
     """One verify pass: the token just chosen and up to k - 1 drafted tokens after it, scored at once. Returns the
     logits for the next step and, for each later position, (the draft fed there, its logits, the cache length to
