@@ -64,8 +64,7 @@ def study_figure(study, names: list, token_texts: list, labels: dict) -> go.Figu
         fig.add_vline(x=closest.step + 1, line=dict(color=MARGIN_COLOUR, width=1.5, dash="dot"), row=2, col=1)
         fig.add_annotation(x=closest.step + 1, y=1, yref="y2 domain", text=labels["closest"], showarrow=False,
                            yanchor="bottom", font=dict(size=12), bgcolor="rgba(255,255,255,0.8)")
-    fig.update_xaxes(title_text=labels["step"], row=2, col=1, range=[0.5, steps + 0.5], dtick=1 if steps <= 32
-                     else None)
+    fig.update_xaxes(row=2, col=1, range=[0.5, steps + 0.5], dtick=1 if steps <= 32 else None)
     fig.update_layout(title=labels["title"], height=strip_px + chart_px + 90 + 150, margin=dict(l=10, r=10, t=60, b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0),
                       hovermode="closest")

@@ -114,13 +114,14 @@ closest = study.closest
 if closest is not None and closest.delta > 0:
     key = "rp.closest_fragile" if closest.ratio <= 1 else "rp.closest_safe"
     st.markdown(t(key, step=closest.step + 1, run=for_markdown(names[closest.run]), margin=f"{closest.margin:.4g}",
-                  delta=f"{closest.delta:.3g}", ratio=f"{closest.ratio:.3g}"))
+                  delta=f"{closest.delta:.3g}", ratio=f"{closest.ratio:,.0f}" if closest.ratio >= 100 else
+                  f"{closest.ratio:.3g}"))
 elif closest is not None:
     st.markdown(t("rp.closest_nochange", step=closest.step + 1, margin=f"{closest.margin:.4g}"))
 if counts["tokens"]:
     st.warning(t("rp.verdict_tokens", n=counts["tokens"]))
 elif counts["bits"]:
-    st.info(t("rp.verdict_bits"))
+    st.info(t("rp.verdict_bits_lucky" if fragile_steps(study) else "rp.verdict_bits"))
 else:
     st.success(t("rp.verdict_identical"))
 
