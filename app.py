@@ -23,6 +23,7 @@ PAGES = [
     ("structured.py", "nav.structured", "🧩"),
     ("speculative.py", "nav.speculative", "🏎️"),
     ("answers.py", "nav.answers", "🧮"),
+    ("reproduce.py", "nav.reproduce", "🎲"),
     ("interview.py", "nav.interview", "💬"),
 ]
 

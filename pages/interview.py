@@ -14,6 +14,7 @@ from ui.i18n import language, t
 from ui.interview_agreement import agreement_cards
 from ui.interview_answers import answers_cards
 from ui.interview_soft import soft_input_cards
+from ui.interview_reproduce import reproduce_chain
 from ui.interview_structured import structured_chain
 from ui.sampler_cards import sampler_cards
 from ui.present import presenting
@@ -251,6 +252,7 @@ with cards:
     spec_chain_card()
     simple_card("direct")
     structured_chain(demo_params)
+    reproduce_chain(demo_params)
     answers_cards(demo_params)
     agreement_cards(demo_params)
     soft_input_cards(demo_params)

@@ -165,6 +165,16 @@ TABLE: dict[str, Setting] = {
     "wa_beams": Setting(["4"], choices=("2", "4", "8")),
     "wa_mbr": Setting("text", choices=MBR_UTILITIES),            # agreement: the utility
     "wa_mbr_k": Setting(DEFAULT_MBR_CANDIDATES, 1, MAX_MBR_CANDIDATES),   # and how many candidates
+    # Same prompt, another answer
+    "rp_sizes": Setting(["1", "2", "4", "8"], choices=("1", "2", "3", "4", "8", "16")),
+    "rp_fill": Setting("same", choices=("same", "padded")),
+    "rp_prefill": Setting("whole", choices=("whole", "chunked", "stepwise")),
+    "rp_chunk": Setting(4, 1, 64),
+    "rp_dtype": Setting("float32", choices=("float32", "bfloat16")),
+    "rp_invariant": Setting(False),
+    "rp_verify": Setting(0, 0, 8),
+    "rp_requests": Setting(8, 1, 64),
+    "rp_levels": Setting(["1", "4"], choices=("1", "2", "4", "8", "16")),
 }
 
 

@@ -5,6 +5,7 @@
 with `--stages` what each sampler stage kept, and optionally writes the trace as JSON.
 `lens` prints the top token at every layer for the next token (the logit lens).
 `lesson` writes a trace as one HTML file that steps through the run in any browser, offline.
+`reproduce` decodes a prompt alone and inside batches and shows where the logits' bits move (engine/reproduce).
 Bad input exits with status 2 and one line `error: ...` naming the parameter; no traceback.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from engine.config import (DEVICES, DTYPES, MAX_BEAMS, MAX_DRAFT_TOKENS, MAX_NEW
 from engine.errors import ConfigError, DecodeScopeError
 from engine.cli.answers import add_answers_arguments, answers_main
 from engine.lesson.cli import add_lesson_parser, lesson_main
+from engine.reproduce.cli import add_reproduce_parser, reproduce_main
 from engine.cli.grammar import add_grammar_arguments, format_grammar_table, grammar_settings
 from engine.cli.samplers import ORDER_WORDS, add_sampler_arguments, flagged, stage_label, state_text
 from engine.cli.files import MAX_PROMPT_FILE, check_argument_text, read_text_file
@@ -135,6 +137,7 @@ def build_parser(prog: str = "python -m engine") -> argparse.ArgumentParser:
     add_prompt_and_model(answers)
     add_answers_arguments(answers)
     add_lesson_parser(sub, _Help)
+    add_reproduce_parser(sub, _Help)
     return parser
 
 
@@ -474,6 +477,8 @@ def main(argv=None, prog: str = "python -m engine") -> int:
         return answers_main(args, read_prompt_file, check_prompt_text, _load_for_answers)
     if args.command == "lesson":
         return lesson_main(args)
+    if args.command == "reproduce":
+        return reproduce_main(args)
     try:
         trace = _run(args, _checked_config(args))
     except DecodeScopeError as exc:

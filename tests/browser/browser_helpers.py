@@ -27,7 +27,7 @@ MODEL_TIMEOUT_MS = 300_000     # a cold first load de-quantises the bundled mode
 STEP_TIMEOUT_MS = 120_000      # one rerun with a few forward passes, on a loaded 2-core machine
 
 PAGES = ["step_by_step", "beam_tree", "compare", "expected_embedding", "teacher_forcing", "kv_cache", "structured",
-         "speculative", "answers", "interview"]
+         "speculative", "answers", "reproduce", "interview"]
 
 
 def existing_pages() -> list:

@@ -58,7 +58,7 @@ PAGE_SIGN = {"step_by_step": "[data-testid='stPlotlyChart'] .main-svg", "beam_tr
              "compare": ".st-key-cmp_chart .main-svg", "expected_embedding": ".st-key-ee_lane_chart .main-svg",
              "teacher_forcing": ".st-key-tf_forced_chart .main-svg", "kv_cache": ".st-key-kv_rows_chart .main-svg",
              "structured": ".st-key-so_strip .main-svg", "speculative": ".st-key-sd_strip .main-svg",
-             "answers": ".st-key-wa_tree .main-svg", "interview": "h1"}
+             "answers": ".st-key-wa_tree .main-svg", "reproduce": ".st-key-rp_chart .main-svg", "interview": "h1"}
 
 
 @pytest.mark.parametrize("name", existing_pages())
