@@ -22,6 +22,7 @@ from collections import Counter
 
 import torch
 
+from engine.model import LoadedModel
 from engine.reproduce.batches import Batch
 from engine.reproduce.invariant import batch_invariant
 from engine.reproduce.runs import BatchStepper
@@ -59,7 +60,7 @@ def batch_for(needle: list, size: int, needles: set, fill: str, vocab: int, rng:
     return Batch(ids, mask, min(needles))
 
 
-def decode_batch(lm, batch: Batch, tokens: int) -> torch.Tensor:
+def decode_batch(lm: LoadedModel, batch: Batch, tokens: int) -> torch.Tensor:
     """[B, tokens] greedy tokens of every row."""
     stepper = BatchStepper(lm, batch)
     logits = stepper.prefill(batch, 0)

@@ -114,7 +114,7 @@ def _run(lm: LoadedModel, prompt: str, configs: dict, names: dict) -> list:
     return lanes
 
 
-def _lane_texts(lm, lanes: list, departures: dict) -> None:
+def _lane_texts(lm: LoadedModel, lanes: list, departures: dict) -> None:
     """Each lane's emitted text, where it leaves greedy, where Cold Stop fired; then the KV rows."""
     for key, name, run in lanes:
         text = one_line(lm.tokenizer.decode(emitted_ids(run.trace), skip_special_tokens=True))
@@ -161,7 +161,7 @@ def _identity(lanes: list) -> tuple:
     return tuple((run.trace.config, len(run.trace.steps)) for _, _, run in lanes)
 
 
-def _probes(lm, lanes: list, index: int) -> None:
+def _probes(lm: LoadedModel, lanes: list, index: int) -> None:
     """The two probes at one step for every lane that fed a vector (on demand: 1 + k forward rows each)."""
     key = (lm.name, lanes[0][2].trace.prompt, _identity(lanes), index)
     if S.get("si_probe_result", (None,))[0] != key:
@@ -186,7 +186,7 @@ def _probes(lm, lanes: list, index: int) -> None:
     st.caption(t("soft_inputs.probe_caption"))
 
 
-def _scores(lm, lanes: list, values: dict) -> None:
+def _scores(lm: LoadedModel, lanes: list, values: dict) -> None:
     key = (lm.name, lanes[0][2].trace.prompt, _identity(lanes))
     if S.get("si_score_result", (None,))[0] != key:
         S["si_score_result"] = (key, [(name, score(lm, run.trace)) for _, name, run in lanes if run.trace.steps])
