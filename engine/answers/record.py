@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 
-from ..errors import TraceFormatError
+from ..errors import ConfigError, TraceFormatError
 from ..trace.reader import _each, _field, _int, _name, _num, _str, read_json, reason
 from .distribution import Distribution
 from .landed import Landing
 from .run import AnswersRun
 from .samples import MAX_SAMPLES, Outcome, SampleSummary
+from .stops import MAX_STOPS, check_stops
 from .tree import MAX_BRANCH, MAX_BUDGET, Answer, AnswerTree, Prefix, TreeSettings
 
 FORMAT = "decodescope.answers/1"
@@ -34,10 +35,11 @@ def to_dict(run: AnswersRun) -> dict:
         "settings": {"depth": s.depth, "budget": s.budget, "branch": s.branch, "batch": s.batch,
                      "distribution": {"kind": d.kind, "temperature": d.temperature, "top_k": d.top_k,
                                       "top_p": d.top_p, "min_p": d.min_p,
-                                      "repetition_penalty": d.repetition_penalty}},
+                                      "repetition_penalty": d.repetition_penalty},
+                     "stops": list(s.stops)},
         "nodes": [[n.parent, n.token_id, n.text, _finite(n.logprob), n.expanded, n.end_prob, n.left_out, n.cut,
                    n.best_left_out, _finite(n.entropy), _finite(n.varentropy)] for n in tree.nodes],
-        "answers": [[a.node_id, a.logprob, a.text] for a in tree.answers],
+        "answers": [[a.node_id, a.logprob, a.text] + ([True] if a.stop else []) for a in tree.answers],
         "expansions": tree.expansions, "passes": tree.passes, "seconds": tree.seconds, "stopped": tree.stopped,
         "landings": [[x.strategy, list(x.token_ids), x.text, x.complete, x.logprob] for x in run.landings],
     }
@@ -70,8 +72,10 @@ def _run(d: dict) -> AnswersRun:
     nodes = _nodes(raw_nodes, settings)
     paths = _paths(nodes)
     answers = _each(d, "answers", lambda a: _answer(a, nodes, paths), "answer")
-    if len({a.node_id for a in answers}) != len(answers):
-        raise ValueError("answers: two answers end after the same node")
+    if len({(a.node_id, a.text) for a in answers}) != len(answers):
+        raise ValueError("answers: two answers with one text end after the same node")
+    if not settings.stops and (any(a.stop for a in answers) or len({a.node_id for a in answers}) != len(answers)):
+        raise ValueError("answers: without stop strings, one answer ends after a node, at an end token")
     answers.sort(key=lambda a: -a.logprob)
     tree = AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes), answers=tuple(answers),
                       expansions=_field(d, "expansions", _count(MAX_BUDGET)),
@@ -98,7 +102,8 @@ def _settings(v) -> TreeSettings:
         top_p=_field(x, "top_p", _num), min_p=_field(x, "min_p", _num),
         repetition_penalty=_field(x, "repetition_penalty", _num)))
     return TreeSettings(depth=_field(v, "depth", _int), budget=_field(v, "budget", _int),
-                        branch=_field(v, "branch", _int), batch=_field(v, "batch", _int), distribution=dist).check()
+                        branch=_field(v, "branch", _int), batch=_field(v, "batch", _int), distribution=dist,
+                        stops=_field(v, "stops", _stops, default=[])).check()
 
 
 def _nodes(raw: list, settings: TreeSettings) -> list:
@@ -149,15 +154,15 @@ def _paths(nodes: list) -> list:
 
 
 def _answer(v, nodes, paths) -> Answer:
-    if not isinstance(v, list) or len(v) != 3:
-        raise ValueError("expected [node, logprob, text]")
+    if not isinstance(v, list) or len(v) not in (3, 4):
+        raise ValueError("expected [node, logprob, text] or [node, logprob, text, stopped]")
     node = _int(v[0])
     if not 0 <= node < len(nodes) or not nodes[node].expanded:
         raise ValueError(f"node {node} is not an expanded node of the tree")
     logprob = _logprob(v[1])
     if logprob > nodes[node].logprob + 1e-9:
         raise ValueError("its probability is more than its prefix's mass")
-    return Answer(node, paths[node], _text(v[2], MAX_ANSWER_CHARS), logprob)
+    return Answer(node, paths[node], _text(v[2], MAX_ANSWER_CHARS), logprob, _boolean(v[3]) if len(v) == 4 else False)
 
 
 def _landing(v, tree: AnswerTree) -> Landing:
@@ -165,8 +170,9 @@ def _landing(v, tree: AnswerTree) -> Landing:
         raise ValueError("expected [strategy, token ids, text, complete, logprob]")
     ids = tuple(_bounded_ints(v[1], 64, "tokens"))
     complete, logprob = _boolean(v[3]), _logprob(v[4])
-    found = complete and any(a.token_ids == ids for a in tree.answers)
-    return Landing(_name(v[0])[:40], ids, _text(v[2], MAX_ANSWER_CHARS), complete, logprob,
+    text = _text(v[2], MAX_ANSWER_CHARS)
+    found = complete and any(a.key == (ids, text) for a in tree.answers)
+    return Landing(_name(v[0])[:40], ids, text, complete, logprob,
                    tree.rank_of(logprob) if complete else 0, found, complete and tree.beyond_reach(logprob))
 
 
@@ -194,6 +200,18 @@ def _text(v, limit: int) -> str:
     if len(text) > limit:
         raise ValueError(f"a text of {len(text):,} characters, more than {limit:,}")
     return text
+
+
+def _stops(v) -> tuple:
+    """The stop strings: a list of at most MAX_STOPS texts, each checked as the settings check them."""
+    if not isinstance(v, list):
+        raise TypeError("stops: expected a list of texts")
+    if len(v) > MAX_STOPS:
+        raise ValueError(f"stops: {len(v):,} of them, more than {MAX_STOPS}")
+    try:
+        return check_stops([_str(x) for x in v])
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _finite(x: float):

@@ -41,7 +41,7 @@ def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = F
 
 def _rank_sample(tree: AnswerTree, outcome) -> Landing:
     """A sample's landing: its exact probability came with it, so only the rank is worked out here."""
-    found = any(a.token_ids == outcome.token_ids for a in tree.answers)
+    found = any(a.key == (outcome.token_ids, outcome.text) for a in tree.answers)
     return Landing("sample", outcome.token_ids, outcome.text, True, outcome.logprob, tree.rank_of(outcome.logprob),
                    found, tree.beyond_reach(outcome.logprob))
 
