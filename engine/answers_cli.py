@@ -30,6 +30,9 @@ def add_answers_arguments(p) -> None:
     p.add_argument("--top-k", type=int, default=0, help="the sampler's top-k (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="the sampler's top-p (1: off)")
     p.add_argument("--min-p", type=float, default=0.0, help="the sampler's min-p (0: off)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="a stop string: an answer also ends before it, as a server's `stop` ends a completion "
+                        "(repeat for several; \\n is a newline, \\t a tab, \\\\ a backslash)")
     p.add_argument("--json", metavar="FILE", help="write the run as JSON ('-' for standard output)")
 
 
@@ -46,7 +49,13 @@ def settings_from_args(args):
     if args.distribution == "model" and (args.temperature, args.top_k, args.top_p, args.min_p) != (1.0, 0, 1.0, 0.0):
         raise ConfigError("distribution", "--distribution: the sampler's settings apply to --distribution sampler; "
                                           "add it, or leave them out")
-    settings = TreeSettings(args.depth, args.budget, args.branch, args.batch, dist)
+    from .answers.stops import check_stops, unescape
+
+    try:
+        stops = check_stops([unescape(s) for s in args.stop])
+    except ConfigError as exc:
+        raise ConfigError("stop", f"--{exc}") from None
+    settings = TreeSettings(args.depth, args.budget, args.branch, args.batch, dist, stops)
     try:
         settings.check()
     except ConfigError as exc:
@@ -60,7 +69,9 @@ def format_run(run, top: int) -> str:
 
     tree = run.tree
     led = tree.ledger
-    lines = [f"distribution: {tree.settings.distribution.describe()}",
+    from .answers.stops import describe
+
+    lines = [f"distribution: {tree.settings.distribution.describe()}", f"ends: {describe(tree.settings.stops)}",
              f"{tree.expansions:,} prefixes expanded in {tree.passes:,} forward passes, {tree.seconds:.2f} s"
              + (" (stopped)" if tree.stopped else ""), "",
              f"{'rank':>4}  {'probability':>12}  {'log p':>8}  answer"]

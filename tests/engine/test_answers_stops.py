@@ -213,3 +213,22 @@ def test_bad_stop_strings_are_named(stops, words):
         check_stops(stops)
     with pytest.raises(ConfigError, match="stop"):
         TreeSettings(stops=stops).check()
+
+
+@pytest.mark.cli
+def test_the_command_takes_stop_strings_names_them_and_writes_them(capsys, monkeypatch, tiny_llama_folder, tmp_path):
+    from cli_helpers import run_cli
+    from engine.__main__ import main
+
+    _, folder = tiny_llama_folder
+    target = tmp_path / "run.json"
+    code, out, err = run_cli(capsys, monkeypatch, main, ["answers", "--prompt", "The capital of", "--model", folder,
+                                                         "--depth", "3", "--budget", "30", "--samples", "4",
+                                                         "--stop", "\\n", "--stop", "。", "--json", str(target)])
+    assert code == 0, err
+    assert "ends: an answer ends at an end token or before a stop string: '\\n', '。'" in out
+    assert from_json(target.read_text(encoding="utf-8")).tree.settings.stops == ("\n", "。")
+    code, out, err = run_cli(capsys, monkeypatch, main, ["answers", "--prompt", "x", "--model", folder,
+                                                         "--stop", "y" * 40])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "--stop" in lines[0] and "1 to 32" in lines[0], err
