@@ -114,7 +114,8 @@ def format_run(run, top: int) -> str:
 
 def _landing_line(x) -> str:
     if not x.complete:
-        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)}  (prefix mass {math.exp(x.logprob):.4e})"
+        return (f"  {x.strategy:<8} no end within the depth: {_show(x.text)} …  "
+                f"(prefix mass {math.exp(x.logprob):.4e})")
     where = "found in the tree" if x.found else "not among the answers found"
     rank = f"rank {x.rank}" + ("" if x.exact_rank else " among those found")
     return f"  {x.strategy:<8} {rank:<26} p = {math.exp(x.logprob):.4e}  {_show(x.text)}  ({where})"
