@@ -88,3 +88,22 @@ def test_each_link_opens_its_page_on_the_settings_it_names(tiny_loads, lang):
         words = texts("answers", lang)
         placed = [m.value for m in at.markdown if any(words["beam_n"].format(n=n) in m.value for n in (2, 4, 8))]
         assert len(placed) == len(params["wa_beams"].split(",")), placed
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_stop_card_opens_gemma_on_a_chinese_prompt_with_its_stop_strings(tiny_loads, lang):
+    """The card on where a base model's answers end: its links name Gemma, no chat template, the Chinese prompt and
+    the stop strings its numbers were read with; the page they open grows its tree with those stop strings."""
+    from ui.interview_answers import CAPITALS_ZH
+
+    at = open_interview(lang)
+    words = texts("interview_wa", lang)
+    at.button(key="iv_wa_reveal_stop").click().run()
+    assert words["stop_a"] in markdown(at)
+    found = [p for p in at.get("page_link") if p.proto.label in (words["stop_link1"], words["stop_link2"])]
+    links = [dict(parse_qsl(p.proto.query_string)) for p in found]
+    assert [(q["model"], q["chat"], q["prompt"], q["wa_stops"]) for q in links] == [
+        ("gemma3-270m", "0", CAPITALS_ZH, "newline_period"), ("gemma3-270m", "0", CAPITALS_ZH, "none")]
+    at = _opened("answers", links[0])
+    assert at.session_state["prompt"] == CAPITALS_ZH and at.session_state["chat"] is False
+    assert at.session_state["wa_run"].tree.settings.stops == ("\n", "。")
