@@ -126,6 +126,18 @@ def token_bytes(tokenizer, vocab_size: int) -> list:
     return table
 
 
+_KNOWN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # tokenizer -> {(vocab, ends, stops): scan}
+MAX_KNOWN = 8
+
+
+def _weakable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
 # ---- the endings after one prefix --------------------------------------------------------------------------
 class Ending:
     """What ends the answer after one prefix: which next tokens end it (`mask`), and the answers they make,
@@ -156,6 +168,17 @@ class Endings:
         if not self.stops:
             return
         self.table = token_bytes(lm.tokenizer, self.vocab)
+        known = _KNOWN.setdefault(lm.tokenizer, {}) if _weakable(lm.tokenizer) else {}
+        key = (self.vocab, self.ends, self.stops)
+        if key not in known:
+            if len(known) >= MAX_KNOWN:          # a few stop lists per tokenizer: the oldest goes first
+                known.pop(next(iter(known)))
+            known[key] = self._scan()
+        self.__dict__.update(known[key])
+
+    def _scan(self) -> dict:
+        """The tokens that hold a stop string themselves, grouped by their bytes before it (one pass over the
+        vocabulary, kept per tokenizer and stop list: 262,144 tokens take about a second)."""
         ids, suffixes = [], []
         for token, raw in enumerate(self.table):
             cut = min((i for i in (raw.find(s) for s in self.stops) if i >= 0), default=-1)
@@ -163,13 +186,17 @@ class Endings:
                 ids.append(token)
                 suffixes.append(raw[:cut])
         order = {s: g for g, s in enumerate(dict.fromkeys(suffixes))}
-        self.inner_ids = torch.tensor(ids, dtype=torch.long)          # tokens holding a stop string themselves
-        self.inner_gid = torch.tensor([order[s] for s in suffixes], dtype=torch.long)
-        self.inner_suffix = list(order)                               # per group: the token's bytes before it
-        self.inner_mask = torch.zeros(self.vocab, dtype=torch.bool)
-        self.inner_mask[self.inner_ids] = True
-        self.empty_group = order.get(b"")                            # the group whose text is the prefix's own
-        self._gid_of = dict(zip(ids, self.inner_gid.tolist()))
+        inner_ids = torch.tensor(ids, dtype=torch.long)
+        inner_gid = torch.tensor([order[s] for s in suffixes], dtype=torch.long)
+        inner_mask = torch.zeros(self.vocab, dtype=torch.bool)
+        inner_mask[inner_ids] = True
+        return {"inner_ids": inner_ids,                  # tokens holding a stop string themselves
+                "inner_gid": inner_gid,
+                "inner_suffix": list(order),             # per group: the token's bytes before the stop string
+                "inner_mask": inner_mask,
+                "empty_group": order.get(b""),           # the group whose text is the prefix's own
+                "_gid_of": dict(zip(ids, inner_gid.tolist())),
+                "_starting": {}}                         # head bytes -> the tokens starting with them
 
     @property
     def stopping(self) -> bool:
