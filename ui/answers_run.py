@@ -102,11 +102,12 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
     module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run.
     on_tree(tree): draws the grown tree while the strategies and samples run."""
     session = _session()
-    bar = st.progress(0.0, text=t("answers.growing"))
-    live = st.empty()
-    # a click stops the run; Streamlit's own Stop is passed on to this button (ui.progress.STOP_BRIDGE)
-    stop_box = st.empty()
-    with stop_box.container():
+    # the bar, the ledger so far and Stop in one placeholder, emptied when the run ends (no row is left over)
+    holder = st.empty()
+    with holder.container():
+        bar = st.progress(0.0, text=t("answers.growing"))
+        live = st.empty()
+        # a click stops the run; Streamlit's own Stop is passed on to this button (ui.progress.STOP_BRIDGE)
         st.button(t("answers.stop"), key="_stop_button_answers", icon="⏹️", help=t("answers.stop_help"))
         st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
     interrupted: list = []
@@ -166,9 +167,7 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
         done.set()
     if interrupted:
         raise interrupted[0]
-    bar.empty()
-    live.empty()
-    stop_box.empty()
+    holder.empty()
     return run
 
 
