@@ -10,7 +10,7 @@ from ui.i18n import t
 from ui.results import show_error
 from ui.settings import read, sync_url
 
-CHOICES = ("none", "newline", "period", "newline_period", "own")
+CHOICES = ("none", "newline", "period", "cjk_period", "newline_cjk_period", "own")
 
 
 def end_controls(box) -> tuple:

@@ -19,6 +19,7 @@ S = st.session_state
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 CAPITAL = "What is the capital of France? Answer in one word."
 HAIKU = "Write a haiku about the sea."
+SKY = "Is the sky blue? Answer yes or no."     # answers ended at a period: beam search passes the mode by
 # the tree the quoted numbers come from, named in full so that a later change of the page's defaults
 # does not change what the link shows
 TREE = {"chat": "1", "wa_depth": "8", "wa_budget": "200", "wa_branch": "6", "wa_dist": "model"}
@@ -32,6 +33,8 @@ CARDS = {
     "beam": [
         ("beam_link1", "answers", {**TREE, "prompt": CAPITAL, "wa_beams": "2,4,8", "section": "landed"}),
         ("beam_link2", "answers", {**TREE, "prompt": HAIKU, "wa_beams": "2,4,8", "section": "landed"}),
+        ("beam_link3", "answers", {**TREE, "prompt": SKY, "wa_beams": "2,4,8", "wa_stops": "period",
+                                   "section": "landed"}),
     ],
     "mode": [
         ("mode_link", "answers", {**TREE, "prompt": CAPITAL, "wa_beams": "4"}),
@@ -44,7 +47,7 @@ CARDS = {
         ("entropy_link", "answers", {**TREE, "prompt": CAPITAL, "wa_beams": "4", "section": "uncertainty"}),
     ],
     "stop": [
-        ("stop_link1", "answers", {**GEMMA_TREE, "prompt": CAPITALS_ZH, "wa_stops": "newline_period"}),
+        ("stop_link1", "answers", {**GEMMA_TREE, "prompt": CAPITALS_ZH, "wa_stops": "newline_cjk_period"}),
         ("stop_link2", "answers", {**GEMMA_TREE, "prompt": CAPITALS_ZH, "wa_stops": "none"}),
     ],
 }

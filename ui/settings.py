@@ -144,7 +144,7 @@ TABLE: dict[str, Setting] = {
     "wa_temperature": Setting(1.0, 0.1, 3.0),
     "wa_top_p": Setting(1.0, 0.05, 1.0),
     "wa_beams": Setting(["4"], choices=("2", "4", "8")),
-    "wa_stops": Setting("none", choices=("none", "newline", "period", "newline_period", "own")),
+    "wa_stops": Setting("none", choices=("none", "newline", "period", "cjk_period", "newline_cjk_period", "own")),
     "wa_stop_own": Setting(""),
 }
 

@@ -25,7 +25,8 @@ from ..model.loaded import _BYTE_TOKEN, _byte_decoder, _looks_byte_level, bytes_
 
 MAX_STOPS = 8                 # stop strings in one list (vLLM and llama.cpp take lists of a few)
 MAX_STOP_CHARS = 32           # characters in one stop string
-PRESETS = {"none": (), "newline": ("\n",), "period": ("。",), "newline_period": ("\n", "。")}
+PRESETS = {"none": (), "newline": ("\n",), "period": (".",), "cjk_period": ("。",),
+           "newline_cjk_period": ("\n", "。")}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
 
 
