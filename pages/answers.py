@@ -11,7 +11,7 @@ from engine.answers.meaning import answer_entropy, count_entropy, forks, group_e
 from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
-from ui.answers_end import end_controls, ends_line, ends_short
+from ui.answers_end import end_controls, ends_line, ends_short, with_ends
 from ui.answers_run import explore_watched, kept, shared_run
 from ui.chart import show_figure
 from ui.i18n import t
@@ -67,8 +67,8 @@ def show_tree(tree) -> bool:
     shown = tree.settings.distribution
     detail = t("answers.detail_model") if shown.kind == "model" else \
         t("answers.detail_sampler", temperature=f"{shown.temperature:g}", top_p=f"{shown.top_p:g}")
-    st.caption(t("answers.which_distribution", what=t("answers.about_" + shown.kind), detail=detail) + " "
-               + ends_line(tree.settings.stops))
+    st.caption(with_ends(t("answers.which_distribution", what=t("answers.about_" + shown.kind), detail=detail),
+                         tree.settings.stops))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(t("answers.m_answers"), share(ledger.answers), help=t("answers.m_answers_help"))
     m2.metric(t("answers.m_prefixes"), share(ledger.prefixes), help=t("answers.m_prefixes_help",
@@ -196,7 +196,7 @@ if run.samples is not None:
         t("answers.col_rank"): str(tree.rank_of(o.logprob)) if o.complete else "–",
     } for o in s.outcomes[:60]]), hide_index=True, width="stretch",
         column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3e")})
-    st.caption(t("answers.samples_caption", depth=tree.settings.depth) + " " + ends_line(tree.settings.stops))
+    st.caption(with_ends(t("answers.samples_caption", depth=tree.settings.depth), tree.settings.stops))
 
 # ---- uncertainty: of the next token, and of the answer -----------------------------------------------
 st.subheader(t("answers.uncertainty"), anchor="uncertainty")

@@ -44,9 +44,16 @@ def ends_line(stops) -> str:
     """The sentence that says where the answers end (Markdown)."""
     if not stops:
         return t("answers_end.line_none")
-    return t("answers_end.line_stops", stops=", ".join(shown(s) for s in stops))
+    return t("answers_end.line_stops", stops=t("answers_end.list_sep").join(shown(s) for s in stops))
+
+
+def with_ends(sentence: str, stops) -> str:
+    """A sentence about the page's numbers, followed by where the answers end."""
+    return t("answers_end.with_ends", before=sentence, ends=ends_line(stops))
 
 
 def ends_short(stops) -> str:
     """The same, short, for a figure's title (plain text)."""
-    return " · " + t("answers_end.ends") + " " + ", ".join(escape(s) for s in stops) if stops else ""
+    if not stops:
+        return ""
+    return " · " + t("answers_end.ends") + " " + t("answers_end.list_sep").join(escape(s) for s in stops)
