@@ -6,6 +6,8 @@ how sure the model is of its answer.
   - landed.py: where greedy, beam search and samples land among the answers;
   - meaning.py: answers grouped by normalised text, entropies over answers and groups;
   - distribution.py: the model's distribution or the sampler's, named on every number.
+  - stops.py: where an answer ends: an end token, or a stop string as servers end a completion;
+  - stop_beam.py: beam search whose hypotheses also end at a stop string (for the landings).
 """
 from __future__ import annotations
 
