@@ -2,9 +2,11 @@
 
 The tree is an icicle drawn with bars (the app's Plotly bundle holds the 2-D types only): column d holds the
 prefixes of d tokens, each a bar whose height is its path probability, stacked inside its parent's bar.
-Under an expanded prefix, in order: its end (a complete answer, green), its kept children, the mass of the
-children it did not keep (grey), and at the depth the mass of longer answers (orange). Branches smaller than
-`min_mass` are drawn as one pale bar per parent, so the heights still add up to the parent's.
+Under an expanded prefix, in order: its end (a complete answer, green), its kept children (an open prefix, one the
+budget did not expand, purple: the ledger's "prefixes" with the orange), the mass of the children it did not keep
+(grey), and at the depth the mass of longer answers (orange). Branches smaller than `min_mass` are drawn as one
+pale bar per parent, less the open prefixes and the cut inside them, drawn as one purple and one orange bar: the
+heights still add up to the parent's, and the bars of each part of the ledger add up to its number.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import plotly.graph_objects as go
 
 from .labels import for_plotly
 
-COLOURS = {"prefix": "#6baed6", "open": "#c6dbef", "answer": "#31a354", "left_out": "#9e9e9e",
+COLOURS = {"prefix": "#6baed6", "open": "#9e7ac8", "answer": "#31a354", "left_out": "#9e9e9e",
            "cut": "#fdae6b", "small": "#e6e6e6"}
 KINDS = ("answer", "prefix", "open", "left_out", "cut", "small")
 
@@ -46,6 +48,13 @@ def tree_bars(tree, min_mass: float = 0.002) -> dict:
     """kind -> list of (column, base, height, node id or -1, path text): every bar of the icicle."""
     bars = {k: [] for k in KINDS}
     children = _children(tree)
+    # the open prefixes' and the cut's mass inside each subtree: a small branch drawn as one pale bar still
+    # shows them in their colours, so the bars of each part of the ledger add up to its number
+    open_below, cut_below = {}, {}
+    for node in reversed(tree.nodes):
+        kids = children.get(node.id, [])
+        open_below[node.id] = (0.0 if node.expanded else node.mass) + sum(open_below[c.id] for c in kids)
+        cut_below[node.id] = node.cut + sum(cut_below[c.id] for c in kids)
 
     def place(node, base: float, mass: float) -> None:
         column = node.depth + 1
@@ -53,11 +62,13 @@ def tree_bars(tree, min_mass: float = 0.002) -> dict:
         if node.end_prob > 0:
             bars["answer"].append((column, y, mass * node.end_prob, node.id, path_text(tree, node.id)))
             y += mass * node.end_prob
-        small = 0.0
+        small, small_open, small_cut = 0.0, 0.0, 0.0
         for child in sorted(children.get(node.id, []), key=lambda c: -c.logprob):
             m = child.mass
             if m < min_mass:
-                small += m
+                small_open += open_below[child.id]
+                small_cut += cut_below[child.id]
+                small += max(m - open_below[child.id] - cut_below[child.id], 0.0)
                 continue
             if child.expanded:
                 bars["prefix"].append((column, y, m, child.id, path_text(tree, child.id)))
@@ -65,7 +76,10 @@ def tree_bars(tree, min_mass: float = 0.002) -> dict:
             else:
                 bars["open"].append((column, y, m, child.id, path_text(tree, child.id)))
             y += m
-        for kind, value in (("small", small), ("left_out", node.left_out), ("cut", node.cut)):
+        if small_open > 0:
+            bars["open"].append((column, y, small_open, -1, path_text(tree, node.id)))
+            y += small_open
+        for kind, value in (("small", small), ("left_out", node.left_out), ("cut", node.cut + small_cut)):
             if value > 0:
                 bars[kind].append((column, y, value, node.id, path_text(tree, node.id)))
                 y += value

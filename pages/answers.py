@@ -13,7 +13,8 @@ from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
 from ui.answers_notes import certificate_line, entropy_lines, strategy_label
 from ui.agreement_view import agreement_section
-from ui.answers_run import explore_watched, kept
+from ui.answers_end import end_controls, ends_line, ends_short, with_ends
+from ui.answers_run import explore_watched, kept, shared_run
 from ui.answers_saved import live_settings, show_saved_run
 from ui.chart import show_figure
 from ui.file_text import isolated
@@ -49,13 +50,50 @@ beams = d4.multiselect(t("answers.beams"), ["2", "4", "8"], key="wa_beams", defa
                        help=t("answers.beams_help"))
 sync_url(wa_depth=depth, wa_budget=budget, wa_branch=branch, wa_samples=samples, wa_dist=kind,
          wa_temperature=temperature, wa_top_p=top_p, wa_beams=",".join(beams))
+stops = end_controls(box)
 dist = Distribution(kind, temperature, 0, top_p) if kind == "sampler" else Distribution()
 widths = tuple(sorted(int(b) for b in beams))
-tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist)
+tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist, stops=stops)
+
+def share(x: float) -> str:
+    """A probability as a percentage, with the digits that tell a tiny one from 0 and a near-certain one from 1."""
+    if x < 1e-4:
+        return f"{x:.2e}"
+    if 1 - 1e-4 < x < 1:
+        return t("answers.near_one", rest=f"{1 - x:.2e}")
+    return f"{x:.2%}"
+
+
+# ---- the ledger and the tree (drawn as soon as the tree is grown) ------------------------------------
+def show_tree(tree) -> bool:
+    """The ledger and the tree: drawn by a new run as soon as its tree is grown, else after the run is read."""
+    ledger = tree.ledger
+    shown = tree.settings.distribution
+    detail = t("answers.detail_model") if shown.kind == "model" else \
+        t("answers.detail_sampler", temperature=f"{shown.temperature:g}", top_p=f"{shown.top_p:g}")
+    st.caption(with_ends(t("answers.which_distribution", what=t("answers.about_" + shown.kind), detail=detail),
+                         tree.settings.stops))
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(t("answers.m_answers"), share(ledger.answers), help=t("answers.m_answers_help"))
+    m2.metric(t("answers.m_prefixes"), share(ledger.prefixes), help=t("answers.m_prefixes_help",
+                                                                         open=share(ledger.open_prefixes),
+                                                                         cut=share(ledger.cut_at_depth)))
+    m3.metric(t("answers.m_left_out"), share(ledger.left_out), help=t("answers.m_left_out_help"))
+    m4.metric(t("answers.m_total"), f"{ledger.total:.6f}", help=t("answers.m_total_help"))
+
+    labels = {k: t("answers.kind_" + k) for k in ("answer", "prefix", "open", "left_out", "cut", "small")}
+    labels.update(column=t("answers.column"), mass=t("answers.mass"), nats=t("answers.nats"),
+                  title=t("answers.tree_title", n=f"{tree.expansions:,}", depth=tree.settings.depth)
+                  + ends_short(tree.settings.stops))
+    labels["groups"] = t("answers.groups_below")
+    main_chart(icicle(tree, labels, forks=forks(tree)), "wa_tree", page.slot)
+    st.caption(t("answers.tree_caption"))
+    return True
+
 
 # ---- a saved run, or a new one -----------------------------------------------------------------
 uploaded = box.file_uploader(t("answers.open_file"), type=["json"], key="wa_upload", help=t("answers.open_file_help"))
-run, stopped = None, False
+run, stopped, drawn = None, False, []
 if uploaded is not None:
     memo = st.session_state.get("_wa_read")
     if memo is None or memo[0] != uploaded.file_id:
@@ -73,15 +111,19 @@ if uploaded is not None:
                                           widths))
 if run is None:
     lm = shared_model(settings)
-    identity = (lm.name, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)
+    identity = (lm.name, lm.facts, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)
     run = kept(identity)
     stopped = run is not None
     if run is None and st.session_state.get("wa_run_id") == identity:
         run = st.session_state["wa_run"]
     if run is None:
+        run = shared_run(identity)      # the same settings finished (or under way) in any session
+        if run is not None:
+            st.session_state["wa_run"], st.session_state["wa_run_id"] = run, identity
+    if run is None:
         try:
             run = explore_watched(lm, settings.prompt, tree_settings, settings.chat, (1, *widths), samples,
-                                  settings.seed, identity)
+                                  settings.seed, identity, on_tree=lambda grown: drawn.append(show_tree(grown)))
         except DecodeScopeError as exc:
             keep_or_stop(exc, "wa_run" in st.session_state)
             run = st.session_state["wa_run"]
@@ -92,35 +134,8 @@ tree = run.tree
 ledger = tree.ledger
 if stopped or tree.stopped:
     st.warning(t("answers.stopped", n=f"{tree.expansions:,}", budget=f"{tree.settings.budget:,}"))
-
-def share(x: float) -> str:
-    """A probability as a percentage, with the digits that tell a tiny one from 0 and a near-certain one from 1."""
-    if x < 1e-4:
-        return f"{x:.2e}"
-    if 1 - 1e-4 < x < 1:
-        return t("answers.near_one", rest=f"{1 - x:.2e}")
-    return f"{x:.2%}"
-
-
-# ---- the ledger ----------------------------------------------------------------------------------
-shown = tree.settings.distribution
-detail = t("answers.detail_model") if shown.kind == "model" else \
-    t("answers.detail_sampler", temperature=f"{shown.temperature:g}", top_p=f"{shown.top_p:g}")
-st.caption(t("answers.which_distribution", what=t("answers.about_" + shown.kind), detail=detail))
-m1, m2, m3, m4 = st.columns(4)
-m1.metric(t("answers.m_answers"), share(ledger.answers), help=t("answers.m_answers_help"))
-m2.metric(t("answers.m_prefixes"), share(ledger.prefixes), help=t("answers.m_prefixes_help",
-                                                                     open=share(ledger.open_prefixes),
-                                                                     cut=share(ledger.cut_at_depth)))
-m3.metric(t("answers.m_left_out"), share(ledger.left_out), help=t("answers.m_left_out_help"))
-m4.metric(t("answers.m_total"), f"{ledger.total:.6f}", help=t("answers.m_total_help"))
-
-labels = {k: t("answers.kind_" + k) for k in ("answer", "prefix", "open", "left_out", "cut", "small")}
-labels.update(column=t("answers.column"), mass=t("answers.mass"), nats=t("answers.nats"),
-              title=t("answers.tree_title", n=f"{tree.expansions:,}", depth=tree.settings.depth))
-labels["groups"] = t("answers.groups_below")
-main_chart(icicle(tree, labels, forks=forks(tree)), "wa_tree", page.slot)
-st.caption(t("answers.tree_caption"))
+if not drawn:
+    show_tree(tree)
 
 # ---- the answers, ranked -------------------------------------------------------------------------
 st.subheader(t("answers.ranked"), anchor="ranked")
@@ -130,10 +145,12 @@ if certified:
     st.markdown(t("answers.certified", k=certified, depth=tree.settings.depth))
 else:
     st.markdown(certificate_line(tree))
+if tree.settings.stops:
+    st.caption(ends_line(tree.settings.stops))
 where: dict = {}
 for x in run.landings:
-    where.setdefault(x.token_ids, []).append(strategy_label(x.strategy))
-counts = {o.token_ids: o.count for o in (run.samples.outcomes if run.samples else ()) if o.complete}
+    where.setdefault(x.key, []).append(strategy_label(x.strategy))
+counts = {(o.token_ids, o.text): o.count for o in (run.samples.outcomes if run.samples else ()) if o.complete}
 table = pd.DataFrame([{
     t("answers.col_rank"): i + 1,
     t("answers.col_answer"): visible(a.text) if a.text else t("answers.empty"),
@@ -141,8 +158,8 @@ table = pd.DataFrame([{
     t("answers.col_logp"): round(a.logprob, 3),
     t("answers.col_tokens"): len(a.token_ids),
     t("answers.col_sure"): "✓" if tree.beyond_reach(a.logprob) else "?",
-    t("answers.col_who"): ", ".join(where.get(a.token_ids, [])),
-    t("answers.col_sampled"): counts.get(a.token_ids, 0),
+    t("answers.col_who"): ", ".join(where.get(a.key, [])),
+    t("answers.col_sampled"): counts.get(a.key, 0),
     t("answers.col_group"): normalise(a.text)[:60],
 } for i, a in enumerate(tree.answers[:100])])
 st.dataframe(table, hide_index=True, width="stretch",
@@ -155,12 +172,14 @@ if tree.answers:
 # ---- where each strategy lands ---------------------------------------------------------------------
 st.subheader(t("answers.landed"), anchor="landed")
 scroll_to_section("landed")
+if not run.landings:
+    st.markdown(t("answers_end.landed_none_stopped" if stopped or tree.stopped else "answers_end.landed_none"))
 for x in run.landings:
     name = strategy_label(x.strategy)
     text = for_markdown(visible(x.text)) if x.text else t("answers.empty")
-    if not x.complete:
-        st.markdown(t("answers.landed_open", who=name, text=text, depth=tree.settings.depth,
-                      p=f"{math.exp(x.logprob):.3g}"))
+    if not x.complete:       # its first `depth` tokens, and it goes on
+        st.markdown(t("answers.landed_open", who=name, text=t("answers_end.unended", text=text),
+                      depth=tree.settings.depth, p=f"{math.exp(x.logprob):.3g}"))
     else:
         st.markdown(t("answers.landed_rank" if x.exact_rank else "answers.landed_rank_found", who=name, text=text,
                       rank=x.rank, p=f"{math.exp(x.logprob):.3g}"))
@@ -182,7 +201,7 @@ if run.samples is not None:
         t("answers.col_rank"): str(tree.rank_of(o.logprob)) if o.complete else "–",
     } for o in s.outcomes[:60]]), hide_index=True, width="stretch",
         column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3e")})
-    st.caption(t("answers.samples_caption", depth=tree.settings.depth))
+    st.caption(with_ends(t("answers.samples_caption", depth=tree.settings.depth), tree.settings.stops))
 
 # ---- uncertainty: of the next token, and of the answer -----------------------------------------------
 st.subheader(t("answers.uncertainty"), anchor="uncertainty")

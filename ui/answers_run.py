@@ -6,7 +6,12 @@ is, keeps the tree so far under the session's id (the stopped run may no longer 
 the stop go on. Streamlit starts the next run at once, in another thread, while the old one is still in a
 forward pass: the next run first asks the old one to end and waits for it (`let_go`), then shows the kept tree,
 said to be stopped, until the settings change. A press on Streamlit's own Stop presses the page's Stop instead
-(ui.progress.STOP_BRIDGE), so it shows the tree so far too.
+(ui.progress.STOP_BRIDGE), so it shows the tree so far too. The Stop button goes when the run ends.
+
+The same model, prompt and settings give the same exact tree and the same seeded samples, so a finished run is
+shared by every session of the server (`shared_run`, a few runs kept, the least recently used going first): a
+class that opens the same page computes it once, and a session that asks while another computes it waits for
+that one. A new run draws its tree as soon as it is grown (`on_tree`), while greedy, the beams and the samples run.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ import time
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException
+
+from collections import OrderedDict
 
 from engine.answers.run import AnswersRun, explore
 from figures.labels import for_markdown, visible
@@ -28,6 +35,40 @@ LET_GO_SECONDS = 30.0     # the longest a run waits for an earlier one to end (o
 MAX_KEPT = 64             # sessions whose stopped run is kept (the oldest goes first)
 REDRAW_SECONDS = 0.5      # the ledger so far is redrawn at most this often
 _LOCK = threading.Lock()
+_SHARED: OrderedDict = OrderedDict()     # identity -> a finished run, shared by every session
+_UNDER_WAY: dict = {}                     # identity -> an Event set when the session computing it ends
+MAX_SHARED = 16                           # finished runs kept for every session
+MAX_SHARED_NODES = 200_000                # ... holding at most this many tree nodes together (a few tens of MB)
+WAIT_POLL_SECONDS = 0.25                  # a waiting session updates the page this often (a click can end it)
+
+
+def shared_run(identity: tuple) -> AnswersRun | None:
+    """A finished run of these settings from any session, waiting first for one under way in another session
+    (None if there is none, or if that one was stopped)."""
+    with _LOCK:
+        under_way = _UNDER_WAY.get(identity)
+    if under_way is not None:
+        note = st.empty()
+        while not under_way.wait(WAIT_POLL_SECONDS):
+            note.caption(t("answers_end.same_run_elsewhere"))        # an element update: a click ends the wait
+        note.empty()
+    with _LOCK:
+        run = _SHARED.get(identity)
+        if run is not None:
+            _SHARED.move_to_end(identity)
+    return run
+
+
+def _share(identity: tuple, run: AnswersRun) -> None:
+    with _LOCK:
+        _SHARED[identity] = run
+        _SHARED.move_to_end(identity)
+        while len(_SHARED) > MAX_SHARED or (len(_SHARED) > 1 and _nodes_held() > MAX_SHARED_NODES):
+            _SHARED.popitem(last=False)
+
+
+def _nodes_held() -> int:
+    return sum(len(r.tree.nodes) for r in _SHARED.values())
 
 
 def _session() -> str:
@@ -56,20 +97,25 @@ def let_go() -> None:
 
 
 def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, samples: int, seed: int,
-                    identity: tuple) -> AnswersRun:
+                    identity: tuple, on_tree=None) -> AnswersRun:
     """explore() with a progress bar, the ledger so far and a Stop button; a stop keeps the tree so far (see the
-    module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run."""
+    module's docstring). The ledger line stays on screen when Streamlit's own Stop ends the run.
+    on_tree(tree): draws the grown tree while the strategies and samples run."""
     session = _session()
-    bar = st.progress(0.0, text=t("answers.growing"))
-    live = st.empty()
-    # a click stops the run; Streamlit's own Stop is passed on to this button (ui.progress.STOP_BRIDGE)
-    st.button(t("answers.stop"), key="_stop_button_answers", icon="⏹️", help=t("answers.stop_help"))
-    st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
+    # the bar, the ledger so far and Stop in one placeholder, emptied when the run ends (no row is left over)
+    holder = st.empty()
+    with holder.container():
+        bar = st.progress(0.0, text=t("answers.growing"))
+        live = st.empty()
+        # a click stops the run; Streamlit's own Stop is passed on to this button (ui.progress.STOP_BRIDGE)
+        st.button(t("answers.stop"), key="_stop_button_answers", icon="⏹️", help=t("answers.stop_help"))
+        st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
     interrupted: list = []
     drawn = [0.0]
     stop, done = threading.Event(), threading.Event()
     with _LOCK:
         _FLIGHTS[session] = (stop, done)
+        under_way = _UNDER_WAY.setdefault(identity, done)
 
     def progress(fraction: float, line: str, snapshot) -> None:
         if interrupted:
@@ -82,9 +128,30 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
         except ScriptControlException as exc:
             interrupted.append(exc)
 
+    def phase(name: str) -> None:
+        if interrupted:
+            return
+        try:
+            bar.progress(1.0, text=t(f"answers_end.phase_{name}"))
+        except ScriptControlException as exc:
+            interrupted.append(exc)
+
+    def grown(tree) -> None:
+        if interrupted:
+            return
+        try:
+            live.empty()
+            if on_tree is not None:
+                on_tree(tree)
+        except ScriptControlException as exc:
+            interrupted.append(exc)
+
     try:
         run = explore(lm, prompt, settings, chat=chat, beams=beams, samples=samples, seed=seed,
-                      should_stop=lambda: bool(interrupted) or stop.is_set(), progress=progress)
+                      should_stop=lambda: bool(interrupted) or stop.is_set(), progress=progress, on_tree=grown,
+                      on_phase=phase)
+        if not run.tree.stopped:
+            _share(identity, run)
         with _LOCK:
             _KEPT.pop(session, None)
             if run.tree.stopped:
@@ -95,11 +162,12 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
         with _LOCK:
             if _FLIGHTS.get(session) == (stop, done):
                 del _FLIGHTS[session]
+            if under_way is done:
+                del _UNDER_WAY[identity]
         done.set()
     if interrupted:
         raise interrupted[0]
-    bar.empty()
-    live.empty()
+    holder.empty()
     return run
 
 

@@ -175,6 +175,8 @@ TABLE: dict[str, Setting] = {
     "rp_verify": Setting(0, 0, 8),
     "rp_requests": Setting(8, 1, 64),
     "rp_levels": Setting(["1", "4"], choices=("1", "2", "4", "8", "16")),
+    "wa_stops": Setting("none", choices=("none", "newline", "period", "cjk_period", "newline_cjk_period", "own")),
+    "wa_stop_own": Setting(""),
 }
 
 

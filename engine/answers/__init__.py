@@ -13,6 +13,8 @@ how sure the model is of its answer.
   - run.py: one look at all of it (tree, landings, samples) as one record;
   - record.py: that record as JSON, read back with every field checked; consistency.py checks each node's own
     split, agreement_file.py the agreement part.
+  - stops.py: where an answer ends: an end token, or a stop string as servers end a completion;
+  - stop_beam.py: beam search whose hypotheses also end at a stop string (for the landings);
 """
 from __future__ import annotations
 

@@ -42,7 +42,9 @@ def check_nodes(nodes: list, answers: list, settings, expansions: int) -> None:
         children[n.parent] += 1
         children_mass[n.parent] += masses[n.id]
         smallest_child[n.parent] = min(smallest_child[n.parent], masses[n.id])
-    answer_of = {a.node_id: a for a in answers}
+    answers_of: dict = {}
+    for a in answers:
+        answers_of.setdefault(a.node_id, []).append(a)
     expanded = 0
     for n in nodes:
         if not n.expanded:
@@ -53,7 +55,7 @@ def check_nodes(nodes: list, answers: list, settings, expansions: int) -> None:
             continue
         expanded += 1
         _check_split(n, masses[n.id], children[n.id], children_mass[n.id], smallest_child[n.id], settings)
-        _check_answer(n, masses[n.id], answer_of.get(n.id))
+        _check_answers(n, masses[n.id], answers_of.get(n.id, []), settings)
     if expanded != expansions:
         raise ValueError(f"expansions: {expansions:,}, but {expanded:,} nodes are expanded")
 
@@ -79,6 +81,8 @@ def _check_split(n, mass: float, count: int, kept: float, smallest: float, setti
     best = n.best_left_out
     if not _at_most(best, n.left_out):
         raise ValueError(f"node {n.id}: best_left_out {best:.6g} is more than its left_out {n.left_out:.6g}")
+    if settings.stops:                   # answers left out count too: the checks below are for children alone
+        return
     if count and not _at_most(best, smallest):
         raise ValueError(f"node {n.id}: best_left_out {best:.6g} is more than its least probable child kept "
                          f"({smallest:.6g}); the children kept are the most probable")
@@ -91,12 +95,18 @@ def _check_split(n, mass: float, count: int, kept: float, smallest: float, setti
                              "out with probability above 0 bounds every answer not found")
 
 
-def _check_answer(n, mass: float, answer) -> None:
+def _check_answers(n, mass: float, here: list, settings) -> None:
+    """The answers ending after n share its end share: one answer at an end token, or up to `branch` with stop
+    strings (one per text the stopping tokens leave; stops.py)."""
     end = mass * n.end_prob
-    if answer is None:
+    if not here:
         if n.end_prob > 0:
             raise ValueError(f"node {n.id}: end_prob is {n.end_prob:.6g}, but no answer ends after it")
         return
-    if not _close(answer.prob, end):
-        raise ValueError(f"answers: the answer after node {n.id} has probability {answer.prob:.6g}, not its "
+    if len(here) > (settings.branch if settings.stops else 1):
+        raise ValueError(f"answers: {len(here)} answers end after node {n.id}, more than the run keeps")
+    total = sum(a.prob for a in here)
+    if not _close(total, end):
+        what = "the answer after node {} has" if len(here) == 1 else f"the {len(here)} answers after node {{}} have"
+        raise ValueError(f"answers: {what.format(n.id)} probability {total:.6g}, not its "
                          f"node's end share {end:.6g} (mass {mass:.6g} x end_prob {n.end_prob:.6g})")

@@ -1,13 +1,15 @@
 """Where each strategy's answer lands among the answers: greedy, beam search of each width, samples.
 
 Greedy and beam search run as the app runs them (engine.strategies.decode, proven against `generate`),
-with `max_new_tokens` = the tree's depth + 1 so an answer of `depth` tokens can still end. Each answer is
+with `max_new_tokens` = the tree's depth + 1 so an answer of `depth` tokens can still end; with stop strings,
+greedy's answer ends at the first token that completes one and beam search runs with them (stop_beam.py). Each answer is
 then scored exactly under the tree's distribution (`answer_logprob`: one forward pass over prompt + answer),
 and ranked among the answers the tree found; the rank is the model's true rank when the answer is at least
 the tree's bound (no answer not found can beat it).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +17,7 @@ import torch
 from ..config import MAX_BEAMS, DecodeConfig
 from ..errors import ConfigError
 from .distribution import Distribution, next_logprobs
+from .stops import Endings, answer_text
 from .tree import AnswerTree, _text, end_ids
 from ..model import LoadedModel
 
@@ -30,31 +33,46 @@ class Landing:
     found: bool               # the tree holds this very answer
     exact_rank: bool          # the rank is the model's own (the answer is at least the tree's bound)
 
+    @property
+    def key(self) -> tuple:
+        return self.token_ids, self.text
+
 
 def answer_logprob(lm: LoadedModel, prompt_ids: list, token_ids: list, dist: Distribution, complete: bool) -> float:
     """log P(answer) under `dist`: the sum of each token's log-probability given what comes before, plus
     log p(end) summed over the end ids when the answer is complete. One forward pass over prompt + answer."""
-    ids = list(prompt_ids) + list(token_ids)
+    ends = end_ids(lm)
+    return outcome_score(lm, prompt_ids, token_ids, dist, Endings(lm, ends), ends[0] if complete else None,
+                         cut=False)[0]
+
+
+def outcome_score(lm: LoadedModel, prompt_ids: list, token_ids, dist: Distribution, endings: Endings, ended_by,
+                  cut: bool) -> tuple:
+    """(log-probability, text) of one outcome, from one forward pass over prompt + tokens: the tokens' sum,
+    plus, when `ended_by` (the end token, or the token that completed a stop string) ends it, its answer's
+    share of the last distribution (every next token that leaves the same text, stops.py); when `cut`, the
+    share of the continuations that do not end there (a prefix cut at the depth)."""
+    token_ids = list(token_ids)
+    ids = list(prompt_ids) + token_ids
     with torch.inference_mode():
         logits = lm.model(input_ids=torch.tensor([ids], device=lm.device)).logits[0].to("cpu", torch.float32)
     start = len(prompt_ids) - 1
     rows = [ids[:start + 1 + i] for i in range(len(token_ids) + 1)]
     lp = next_logprobs(dist, rows, logits[start:start + len(token_ids) + 1])
     total = sum(lp[i, t].item() for i, t in enumerate(token_ids))
-    if complete:
-        total += torch.logsumexp(lp[len(token_ids), torch.tensor(end_ids(lm))], 0).item()
-    return total
-
-
-def _no_end_at_depth(lm: LoadedModel, tree: AnswerTree, token_ids: tuple) -> float:
-    """log(1 - p(end | prefix)) for a prefix of `depth` tokens: the tree's cut outcome (0 for a shorter one)."""
-    import math
-
-    if len(token_ids) < tree.settings.depth:
-        return 0.0
-    end = answer_logprob(lm, tree.prompt_ids, token_ids, tree.settings.distribution, True) - \
-        answer_logprob(lm, tree.prompt_ids, token_ids, tree.settings.distribution, False)
-    return math.log1p(-math.exp(end)) if end < 0 else -math.inf
+    text = b""
+    for t in token_ids:
+        text = endings.extend(text, t)
+    if ended_by is None and not cut:
+        return total, _text(lm, token_ids)
+    ending = endings.after(text, lp[len(token_ids)])
+    if ended_by is None:
+        rest = 1.0 - ending.total
+        return total + (math.log(rest) if rest > 0 else -math.inf), _text(lm, token_ids)
+    group = ending.group_of(int(ended_by))
+    p = ending.probs[group].item()
+    return (total + (math.log(p) if p > 0 else -math.inf),
+            answer_text(ending.keys[group], lambda: _text(lm, token_ids)))
 
 
 def parse_beams(text: str) -> list:
@@ -87,33 +105,45 @@ def check_beam_cost(widths, depth: int) -> None:
                                    "or lower the depth", "cost", cost=f"{cost:,}", most=f"{budget:,}")
 
 
-def land(lm: LoadedModel, tree: AnswerTree, name: str, token_ids: list, complete: bool) -> Landing:
+def land(lm: LoadedModel, tree: AnswerTree, name: str, token_ids: list, ended_by) -> Landing:
+    """A strategy's outcome placed among the tree's answers: `token_ids` the prefix, `ended_by` the token that
+    ended it (None: it did not end within the depth)."""
     token_ids = tuple(token_ids)
-    dist = tree.settings.distribution
-    logprob = answer_logprob(lm, tree.prompt_ids, token_ids, dist, complete)
-    same = tree.answer_for(token_ids) if complete else None
+    settings = tree.settings
+    complete = ended_by is not None
+    logprob, text = outcome_score(lm, tree.prompt_ids, token_ids, settings.distribution,
+                                  Endings(lm, end_ids(lm), settings.stops), ended_by, cut=not complete)
+    same = tree.answer_for(token_ids, text) if complete else None
     found = same is not None
     if found:                 # the same answer: one number for it on the page, the tree's
         logprob = same.logprob
-    if not complete:      # the outcome is the prefix of `depth` tokens that does not end there
-        logprob += _no_end_at_depth(lm, tree, token_ids)
     rank = tree.rank_of(logprob) if complete else 0
-    return Landing(name, token_ids, _text(lm, token_ids), complete, logprob, rank, found,
-                   complete and tree.beyond_reach(logprob))
+    return Landing(name, token_ids, text, complete, logprob, rank, found, complete and tree.beyond_reach(logprob))
 
 
 def landings(lm: LoadedModel, prompt: str, tree: AnswerTree, chat: bool, beams: list) -> list:
-    """Greedy's answer and each beam width's best answer, scored and ranked against the tree."""
+    """Greedy's answer and each beam width's best answer, scored and ranked against the tree. Greedy and beam
+    search run as the app runs them; with stop strings, beam search runs with them (stop_beam.py) and greedy's
+    answer ends at the first token that completes one."""
     from ..strategies import decode
+    from .stop_beam import beam_tokens
 
-    ends, out = set(end_ids(lm)), []
-    length = tree.settings.depth + 1
-    runs = [("greedy", DecodeConfig(strategy="greedy", max_new_tokens=length, chat=chat))]
-    runs += [(f"beam {w}", DecodeConfig(strategy="beam", num_beams=w, max_new_tokens=length, chat=chat,
-                                        length_penalty=1.0)) for w in beams if w > 1]
-    for name, config in runs:
-        trace = decode(lm, prompt, config)
-        ids = list(trace.best.token_ids)
-        complete = bool(ids) and ids[-1] in ends
-        out.append(land(lm, tree, name, ids[:-1] if complete else ids[:tree.settings.depth], complete))
+    settings = tree.settings
+    endings = Endings(lm, end_ids(lm), settings.stops)
+    length = settings.depth + 1
+    out = []
+    for width in [1] + [w for w in beams if w > 1]:
+        if width > 1 and endings.stopping:
+            ids = beam_tokens(lm, list(tree.prompt_ids), width, length, endings)
+        else:
+            config = (DecodeConfig(strategy="greedy", max_new_tokens=length, chat=chat) if width == 1 else
+                      DecodeConfig(strategy="beam", num_beams=width, max_new_tokens=length, chat=chat,
+                                   length_penalty=1.0))
+            ids = list(decode(lm, prompt, config).best.token_ids)
+        end = endings.first_end(ids[:length])
+        name = "greedy" if width == 1 else f"beam {width}"
+        if end >= 0:
+            out.append(land(lm, tree, name, ids[:end], ids[end]))
+        else:
+            out.append(land(lm, tree, name, ids[:settings.depth], None))
     return out

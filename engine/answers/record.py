@@ -29,6 +29,7 @@ from .distribution import Distribution
 from .landed import Landing
 from .run import MAX_SEED, AnswersRun
 from .samples import MAX_SAMPLES, Outcome, SampleSummary
+from .stops import MAX_STOPS, check_stops
 from .tree import MAX_BRANCH, MAX_BUDGET, Answer, AnswerTree, Prefix, TreeSettings
 
 FORMAT = "decodescope.answers/1"
@@ -50,9 +51,10 @@ def to_dict(run: AnswersRun, agreement=None) -> dict:
         "settings": {"depth": s.depth, "budget": s.budget, "branch": s.branch, "batch": s.batch,
                      "distribution": {"kind": d.kind, "temperature": d.temperature, "top_k": d.top_k,
                                       "top_p": d.top_p, "min_p": d.min_p,
-                                      "repetition_penalty": d.repetition_penalty}},
+                                      "repetition_penalty": d.repetition_penalty},
+                     "stops": list(s.stops)},
         "nodes": [_node_row(n) for n in tree.nodes],
-        "answers": [[a.node_id, _finite(a.logprob), a.text] for a in tree.answers],
+        "answers": [[a.node_id, _finite(a.logprob), a.text] + ([True] if a.stop else []) for a in tree.answers],
         "expansions": tree.expansions, "passes": tree.passes, "seconds": tree.seconds, "stopped": tree.stopped,
         "landings": [[x.strategy, list(x.token_ids), x.text, x.complete, _finite(x.logprob)] for x in run.landings],
     }
@@ -115,10 +117,16 @@ def _run(d: dict) -> AnswersRun:
     raw_nodes = _field(d, "nodes", lambda v: _bounded_list(v, MAX_NODES, "nodes"))
     nodes = _nodes(raw_nodes, settings)
     expanded = sum(1 for n in nodes if n.expanded)
-    _field(d, "answers", lambda v: _no_more(v, expanded, f"one per expanded node ({expanded:,})"))
+    if settings.stops:                   # a prefix keeps up to `branch` answers, one per text its stops leave
+        most = expanded * settings.branch
+        _field(d, "answers", lambda v: _no_more(v, most, f"{settings.branch} per expanded node ({most:,})"))
+    else:
+        _field(d, "answers", lambda v: _no_more(v, expanded, f"one per expanded node ({expanded:,})"))
     answers = _each(d, "answers", lambda a: _answer(a, nodes), "answer")
-    if len({a.node_id for a in answers}) != len(answers):
-        raise ValueError("answers: two answers end after the same node")
+    if len({(a.node_id, a.text) for a in answers}) != len(answers):
+        raise ValueError("answers: two answers with one text end after the same node")
+    if not settings.stops and (any(a.stop for a in answers) or len({a.node_id for a in answers}) != len(answers)):
+        raise ValueError("answers: without stop strings, one answer ends after a node, at an end token")
     answers.sort(key=lambda a: -a.logprob)
     tree = AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes), answers=tuple(answers),
                       expansions=_field(d, "expansions", _count(MAX_BUDGET)),
@@ -158,7 +166,8 @@ def _settings(v) -> TreeSettings:
         top_p=_field(x, "top_p", _num), min_p=_field(x, "min_p", _num),
         repetition_penalty=_field(x, "repetition_penalty", _num)))
     return TreeSettings(depth=_field(v, "depth", _int), budget=_field(v, "budget", _int),
-                        branch=_field(v, "branch", _int), batch=_field(v, "batch", _int), distribution=dist).check()
+                        branch=_field(v, "branch", _int), batch=_field(v, "batch", _int), distribution=dist,
+                        stops=_field(v, "stops", _stops, default=[])).check()
 
 
 def _nodes(raw: list, settings: TreeSettings) -> list:
@@ -223,15 +232,16 @@ def _path(nodes: list, node_id: int) -> tuple:
 
 
 def _answer(v, nodes) -> Answer:
-    if not isinstance(v, list) or len(v) != 3:
-        raise ValueError("expected [node, logprob, text]")
+    if not isinstance(v, list) or len(v) not in (3, 4):
+        raise ValueError("expected [node, logprob, text] or [node, logprob, text, stopped]")
     node = _int(v[0])
     if not 0 <= node < len(nodes) or not nodes[node].expanded:
         raise ValueError(f"node {node} is not an expanded node of the tree")
     logprob = _logprob(v[1])
     if logprob > nodes[node].logprob + 1e-9:
         raise ValueError("its probability is more than its prefix's mass")
-    return Answer(node, _path(nodes, node), _text(v[2], MAX_ANSWER_CHARS), logprob)
+    return Answer(node, _path(nodes, node), _text(v[2], MAX_ANSWER_CHARS), logprob,
+                  _boolean(v[3]) if len(v) == 4 else False)
 
 
 def _landing(v, tree: AnswerTree) -> Landing:
@@ -240,11 +250,12 @@ def _landing(v, tree: AnswerTree) -> Landing:
     strategy = _strategy(v[0])
     ids = tuple(_bounded_ints(v[1], tree.settings.depth, "tokens"))
     complete, logprob = _boolean(v[3]), -math.inf if v[4] is None else _logprob(v[4])     # null: probability 0
-    same = tree.answer_for(ids) if complete else None
+    text = _text(v[2], MAX_ANSWER_CHARS)
+    same = tree.answer_for(ids, text) if complete else None
     if same is not None and not math.isclose(logprob, same.logprob, rel_tol=1e-9, abs_tol=1e-9):
         raise ValueError(f"its probability {math.exp(logprob):.6g} is not the tree's {same.prob:.6g} for the "
                          "same answer")
-    return Landing(strategy, ids, _text(v[2], MAX_ANSWER_CHARS), complete, logprob,
+    return Landing(strategy, ids, text, complete, logprob,
                    tree.rank_of(logprob) if complete else 0, same is not None,
                    complete and tree.beyond_reach(logprob))
 
@@ -310,6 +321,18 @@ def _text(v, limit: int) -> str:
     if len(text) > limit:
         raise ValueError(f"a text of {len(text):,} characters, more than {limit:,}")
     return text
+
+
+def _stops(v) -> tuple:
+    """The stop strings: a list of at most MAX_STOPS texts, each checked as the settings check them."""
+    if not isinstance(v, list):
+        raise TypeError("stops: expected a list of texts")
+    if len(v) > MAX_STOPS:
+        raise ValueError(f"stops: {len(v):,} of them, more than {MAX_STOPS}")
+    try:
+        return check_stops([_str(x) for x in v])
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _finite(x: float):

@@ -2,7 +2,7 @@
 that the CLI prints, the page draws, and a JSON file carries (record.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config import MAX_SEED      # the one range of a seed: a decode's, the samples', a file's
 from ..errors import ConfigError, quoted
@@ -37,8 +37,12 @@ def check_seed(seed, name: str = "seed") -> int:
 
 
 def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,),
-            samples: int = 0, seed: int = 0, should_stop=None, progress=None) -> AnswersRun:
-    """The tree first (Stop keeps what it has), then greedy and the beams, then the samples."""
+            samples: int = 0, seed: int = 0, should_stop=None, progress=None, on_tree=None,
+            on_phase=None) -> AnswersRun:
+    """The tree first (Stop keeps what it has), then greedy and the beams, then the samples. on_tree(tree): called
+    once the tree is grown, before the rest (a page draws it while the strategies and samples run);
+    on_phase(name): as "strategies" and "samples" begin. A stop asked for after the tree keeps the tree, marked
+    stopped, without the rest."""
     settings.check()
     check_seed(seed)
     check_beam_cost(beams, settings.depth)
@@ -46,9 +50,25 @@ def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = F
     tree = grow_tree(lm, prompt_ids, settings, should_stop=should_stop, progress=progress)
     if tree.stopped:
         return AnswersRun(lm.name, prompt, chat, tree, seed=seed)
+    if on_tree is not None:
+        on_tree(tree)
+
+    def stopped() -> AnswersRun | None:
+        if should_stop is not None and should_stop():
+            return AnswersRun(lm.name, prompt, chat, replace(tree, stopped=True), seed=seed)
+        return None
+
+    if on_phase is not None:
+        on_phase("strategies")
+    if (early := stopped()) is not None:
+        return early
     landed = tuple(landings(lm, prompt, tree, chat, list(beams)))
     summary, sampled = None, ()
     if samples:
+        if on_phase is not None:
+            on_phase("samples")
+        if (early := stopped()) is not None:
+            return early
         summary = draw_samples(lm, prompt_ids, settings, samples, seed)
         sampled = tuple(_rank_sample(tree, o) for o in summary.outcomes if o.complete)
     return AnswersRun(lm.name, prompt, chat, tree, landed, summary, sampled, seed)
@@ -74,7 +94,7 @@ def prompt_for_depth(lm: LoadedModel, prompt: str, chat: bool, depth: int) -> li
 
 def _rank_sample(tree: AnswerTree, outcome) -> Landing:
     """A sample's landing: its exact probability came with it, so only the rank is worked out here."""
-    found = tree.answer_for(outcome.token_ids) is not None
+    found = tree.answer_for(outcome.token_ids, outcome.text) is not None
     return Landing("sample", outcome.token_ids, outcome.text, True, outcome.logprob, tree.rank_of(outcome.logprob),
                    found, tree.beyond_reach(outcome.logprob))
 

@@ -8,6 +8,7 @@ samples whose outcome was seen exactly once, n1 / N.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -19,12 +20,13 @@ from ..errors import ConfigError
 from ..model import LoadedModel
 from .distribution import next_logprobs
 from .passes import PromptCache
+from .stops import Endings, answer_text
 from .tree import TreeSettings, _text, end_ids
 
 
 @dataclass(frozen=True)
 class Outcome:
-    token_ids: tuple          # the answer's tokens, the end not included
+    token_ids: tuple          # the answer's tokens, the end (or the token that stopped it) not included
     text: str
     complete: bool            # False: cut at the depth without an end
     logprob: float            # exact: the answer's probability (end included), or the prefix's mass
@@ -54,16 +56,19 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
     generator = torch.Generator().manual_seed(seed)
     ends = end_ids(lm)
     end_index = torch.tensor(ends)
+    endings = Endings(lm, ends, settings.stops)
     prompt = PromptCache(lm, prompt_ids)
     step = prompt.step_rows(n)
     tokens = [[] for _ in range(n)]
+    texts = [b""] * n
     logprob = [0.0] * n
     done = [False] * n
+    said: list = [None] * n          # a stopped sample's text (None: the prefix's own)
     logits = prompt.logits.expand(n, -1)
     for depth in range(settings.depth + 1):
         lp = next_logprobs(settings.distribution, [list(prompt_ids) + t for t in tokens], logits)
-        end_lp = torch.logsumexp(lp[:, end_index], dim=1)
-        if depth == settings.depth:      # only the end is looked at past the depth
+        if depth == settings.depth and not endings.stopping:      # only the end is looked at past the depth
+            end_lp = torch.logsumexp(lp[:, end_index], dim=1)
             for i in range(n):
                 if not done[i]:
                     draw = torch.rand((), generator=generator).item()
@@ -78,26 +83,36 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
         feed = []
         for i, token in enumerate(drawn):
             if not done[i]:
-                if token in ends:
-                    logprob[i] += end_lp[i].item()
+                ending = endings.after(texts[i], lp[i]) if endings.stopping or token in ends else None
+                if ending is not None and bool(ending.mask[token]):
+                    group = ending.group_of(token)
+                    logprob[i] += math.log(ending.probs[group].item())
+                    said[i] = ending.keys[group]
                     done[i] = True
+                elif depth == settings.depth:   # cut at the depth: its continuations that do not end here
+                    rest = 1.0 - ending.total
+                    logprob[i] += math.log(rest) if rest > 0 else -math.inf
                 else:
                     tokens[i].append(token)
+                    texts[i] = endings.extend(texts[i], token)
                     logprob[i] += lp[i, token].item()
-            feed.append(ends[0] if done[i] else tokens[i][-1])
-        if all(done):
+            feed.append(ends[0] if done[i] or not tokens[i] else tokens[i][-1])
+        if all(done) or depth == settings.depth:
             break
         logits = step(feed)
-    return summarise(lm, tokens, done, logprob, n, seed)
+    return summarise(lm, tokens, done, logprob, n, seed, said)
 
 
-def summarise(lm: LoadedModel, tokens, complete, logprob, n, seed) -> SampleSummary:
-    """Distinct outcomes with their counts; Good–Turing's estimate beside the exact unsampled mass."""
-    counts = Counter((tuple(t), c) for t, c in zip(tokens, complete))
+def summarise(lm: LoadedModel, tokens, complete, logprob, n, seed, said=None) -> SampleSummary:
+    """Distinct outcomes with their counts; Good–Turing's estimate beside the exact unsampled mass. An outcome is
+    its tokens, whether it ended, and (stopped at a stop string) its text."""
+    said = said or [None] * n
+    texts = [answer_text(key, functools.partial(_text, lm, tuple(t))) for t, key in zip(tokens, said)]
+    counts = Counter((tuple(t), c, x) for t, c, x in zip(tokens, complete, texts))
     exact = {}
-    for t, c, lp in zip(tokens, complete, logprob):
-        exact[(tuple(t), c)] = lp
-    outcomes = [Outcome(ids, _text(lm, ids), c, exact[(ids, c)], k) for (ids, c), k in counts.items()]
+    for t, c, x, lp in zip(tokens, complete, texts, logprob):
+        exact[(tuple(t), c, x)] = lp
+    outcomes = [Outcome(ids, x, c, exact[(ids, c, x)], k) for (ids, c, x), k in counts.items()]
     return summarise_outcomes(outcomes, n, seed)
 
 

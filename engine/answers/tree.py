@@ -3,9 +3,11 @@
 Every node is a prefix of the answer (token ids after the prompt) and holds its path mass m(v), the product
 of the next-token probabilities along it. Expanding a node (one row of a batched forward pass) gives its
 whole next-token distribution, which splits m(v) exactly into
-  - the end: m(v) * p(end | v), summed over every end id: a *complete answer*;
+  - the end: m(v) * p(end | v), summed over every end id: a *complete answer*; with stop strings, also each
+    next token whose text completes one (stops.py), grouped by the answer's text, the `branch` most probable
+    answers kept;
   - the `branch` most probable other tokens: children, expanded later or left as open prefixes;
-  - the rest: the mass *left out*, a grey stub under the node.
+  - the rest (and the answers not kept): the mass *left out*, a grey stub under the node.
 A node at the depth is expanded for its end only; the mass of its continuations is *cut at the depth*
 (prefixes longer than the search looks). So, summed over the tree,
 
@@ -33,6 +35,7 @@ from ..errors import ConfigError
 from ..model import LoadedModel
 from .distribution import Distribution, entropy_and_varentropy, next_logprobs
 from .passes import PromptCache
+from .stops import Endings, answer_text, check_stops
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class TreeSettings:
     branch: int = 8             # children kept per expanded node, most probable first
     batch: int = 16             # prefixes expanded per forward pass
     distribution: Distribution = field(default_factory=Distribution)
+    stops: tuple = ()           # stop strings: an answer also ends before the first of them (stops.py)
 
     def check(self) -> "TreeSettings":
         for name, value, top in (("depth", self.depth, MAX_DEPTH), ("budget", self.budget, MAX_BUDGET),
@@ -49,6 +53,8 @@ class TreeSettings:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 raise ConfigError(name, f"{name}: must be a whole number from 1 to {top}, got {value!r}")
         self.distribution.check()
+        if check_stops(self.stops) != self.stops:
+            raise ConfigError("stop", "stop: give the stop strings as a tuple, each once")
         return self
 
 
@@ -76,11 +82,18 @@ class Prefix:
 
 @dataclass(frozen=True)
 class Answer:
-    """A complete answer: a prefix followed by an end token."""
+    """A complete answer: a prefix followed by an end token, or by a token that completes a stop string (the
+    next tokens of one prefix that leave the same text are one answer: stops.py)."""
     node_id: int
-    token_ids: tuple          # the answer's tokens, the end not included
+    token_ids: tuple          # the prefix's tokens: the end token, or the token that stopped it, not included
     text: str
-    logprob: float            # log m(prefix) + log p(end | prefix)
+    logprob: float            # log m(prefix) + log p(the tokens that end it with this text | prefix)
+    stop: bool = False        # a stop string ended it (for some of its probability, at least)
+
+    @property
+    def key(self) -> tuple:
+        """What makes an answer one answer: its prefix's tokens and its text."""
+        return self.token_ids, self.text
 
     @property
     def prob(self) -> float:
@@ -157,9 +170,10 @@ class AnswerTree:
         rank hundreds of outcomes against thousands of answers."""
         return 1 + bisect.bisect_left(self._descending, -(logprob + 1e-6))
 
-    def answer_for(self, token_ids) -> "Answer | None":
-        """The answer found with exactly these tokens, if any."""
-        return self._by_ids.get(tuple(token_ids))
+    def answer_for(self, token_ids, text: str) -> "Answer | None":
+        """The answer found with exactly these tokens and this text (a stop string can leave two texts after one
+        prefix), if any."""
+        return self._by_key.get((tuple(token_ids), text))
 
     @functools.cached_property
     def _descending(self) -> list:
@@ -167,8 +181,8 @@ class AnswerTree:
         return sorted(-a.logprob for a in self.answers)
 
     @functools.cached_property
-    def _by_ids(self) -> dict:
-        return {a.token_ids: a for a in self.answers}
+    def _by_key(self) -> dict:
+        return {a.key: a for a in self.answers}
 
 
 def end_ids(lm: LoadedModel) -> tuple:
@@ -191,11 +205,12 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
     dist, ends = settings.distribution, end_ids(lm)
     if not ends:
         raise ConfigError("model", "model: has no end-of-text token, so no answer can end")
-    end_index = torch.tensor(ends)
+    endings = Endings(lm, ends, settings.stops)
     prompt = PromptCache(lm, prompt_ids)
     kept_rows = prompt.fits_window(settings.depth)
     nodes: list = [Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)]
     paths: dict = {0: ()}
+    texts: dict = {0: b""}            # each prefix's bytes, searched for the stop strings
     frontier = [(-0.0, 0)]           # (-log m, id) of prefixes not expanded
     answers: list = []
     expansions, stopped = 0, False
@@ -218,14 +233,13 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
             lp = logprobs[row]
             node = nodes[node_id]
             mass = node.mass
-            end_lp = torch.logsumexp(lp[end_index], 0).item()
-            if end_lp > -math.inf:
-                answers.append(Answer(node_id, paths[node_id], _text(lm, paths[node_id]), node.logprob + end_lp))
+            ending = endings.after(texts[node_id], lp)
+            kept_end, end_out, best_out = _answers_here(lm, node, paths[node_id], ending, settings.branch, answers)
             others = lp.clone()
-            others[end_index] = -math.inf
+            others[ending.mask] = -math.inf
             probs = others.exp()
             rest = probs.sum().item()          # the mass of every continuation that does not end here
-            kept_mass, best_out = 0.0, 0.0
+            kept_mass = 0.0
             if node.depth < settings.depth:
                 k = min(settings.branch, int((probs > 0).sum()))
                 top = torch.topk(others, k + 1 if k < others.numel() else k)
@@ -234,14 +248,15 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
                                    depth=node.depth + 1, logprob=node.logprob + value)
                     nodes.append(child)
                     paths[child.id] = paths[node_id] + (token,)
+                    texts[child.id] = endings.extend(texts[node_id], token)
                     heapq.heappush(frontier, (-child.logprob, child.id))
                     kept_mass += math.exp(value)
                 if len(top.values) > k and top.values[k].item() > -math.inf:
-                    best_out = mass * math.exp(top.values[k].item())
-                left, cut = mass * max(rest - kept_mass, 0.0), 0.0
+                    best_out = max(best_out, math.exp(top.values[k].item()))
+                left, cut = mass * (max(rest - kept_mass, 0.0) + end_out), 0.0
             else:
-                left, cut = 0.0, mass * rest
-            nodes[node_id] = _expanded(node, math.exp(end_lp), left, cut, best_out, h[row].item(), v[row].item())
+                left, cut = mass * end_out, mass * rest
+            nodes[node_id] = _expanded(node, kept_end, left, cut, mass * best_out, h[row].item(), v[row].item())
         expansions += len(batch)
         if progress is not None:
             progress(expansions / settings.budget, f"{expansions:,} of {settings.budget:,} prefixes expanded",
@@ -255,6 +270,24 @@ def _tree(prompt_ids, settings, nodes, answers, expansions, passes, t0, stopped)
     return AnswerTree(prompt_ids=tuple(prompt_ids), settings=settings, nodes=tuple(nodes),
                       answers=tuple(sorted(answers, key=lambda a: -a.logprob)), expansions=expansions, passes=passes,
                       seconds=time.perf_counter() - t0, stopped=stopped)
+
+
+def _answers_here(lm, node: Prefix, path: tuple, ending, keep: int, answers: list) -> tuple:
+    """The answers that end right after `node`: the `keep` most probable (by text) join `answers`; the rest are
+    left out like children not kept. Returns (the probability kept, left out, of the best left out), each given
+    the prefix."""
+    probs = ending.probs
+    order = torch.argsort(probs, descending=True, stable=True)[:keep + 1].tolist()
+    kept = 0.0
+    for g in order[:keep]:
+        p = probs[g].item()
+        if p <= 0:
+            break
+        answers.append(Answer(node.id, path, answer_text(ending.keys[g], lambda: _text(lm, path)),
+                              node.logprob + math.log(p), bool(ending.stopped[g])))
+        kept += p
+    best_out = probs[order[keep]].item() if len(order) > keep else 0.0
+    return kept, max(ending.total - kept, 0.0), best_out
 
 
 def _ancestors(nodes: list, node_id: int) -> list:

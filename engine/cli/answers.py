@@ -31,6 +31,9 @@ def add_answers_arguments(p) -> None:
     p.add_argument("--top-k", type=int, default=0, help="the sampler's top-k (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="the sampler's top-p (1: off)")
     p.add_argument("--min-p", type=float, default=0.0, help="the sampler's min-p (0: off)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="a stop string: an answer also ends before it, as a server's `stop` ends a completion "
+                        "(repeat for several; \\n is a newline, \\t a tab, \\\\ a backslash)")
     p.add_argument("--json", metavar="FILE", help="write the run as JSON ('-' for standard output)")
     p.add_argument("--mbr", metavar="UTILITIES", help="choose by agreement (minimum Bayes risk) under these "
                                                       "utilities: exact,text,chrf,edit (comma-separated)")
@@ -54,7 +57,13 @@ def settings_from_args(args):
     if args.distribution == "model" and (args.temperature, args.top_k, args.top_p, args.min_p) != (1.0, 0, 1.0, 0.0):
         raise ConfigError("distribution", "--distribution: the sampler's settings apply to --distribution sampler; "
                                           "add it, or leave them out")
-    settings = TreeSettings(args.depth, args.budget, args.branch, args.batch, dist)
+    from engine.answers.stops import check_stops, unescape
+
+    try:
+        stops = check_stops([unescape(s) for s in args.stop])
+    except ConfigError as exc:
+        raise ConfigError("stop", f"--{exc}") from None
+    settings = TreeSettings(args.depth, args.budget, args.branch, args.batch, dist, stops)
     try:
         settings.check()
     except ConfigError as exc:
@@ -85,7 +94,9 @@ def format_run(run, top: int) -> str:
 
     tree = run.tree
     led = tree.ledger
-    lines = [f"distribution: {tree.settings.distribution.describe()}",
+    from engine.answers.stops import describe
+
+    lines = [f"distribution: {tree.settings.distribution.describe()}", f"ends: {describe(tree.settings.stops)}",
              f"{tree.expansions:,} prefixes expanded in {tree.passes:,} forward passes, {tree.seconds:.2f} s"
              + (" (stopped)" if tree.stopped else ""), "",
              f"{'rank':>4}  {'probability':>12}  {'log p':>8}  answer"]
@@ -153,7 +164,8 @@ def _prefix(tree, node_id: int) -> str:
 def _landing_line(x) -> str:
     p = f"{math.exp(x.logprob):.4e}" if x.logprob > -math.inf else CUT
     if not x.complete:
-        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)}  (prefix mass {p})"
+        return (f"  {x.strategy:<8} no end within the depth: {_show(x.text)} …  "
+                f"(prefix mass {math.exp(x.logprob):.4e})")
     where = "found in the tree" if x.found else "not among the answers found"
     rank = f"rank {x.rank}" + ("" if x.exact_rank else " among those found")
     return f"  {x.strategy:<8} {rank:<26} p = {p}  {_show(x.text)}  ({where})"

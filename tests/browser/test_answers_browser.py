@@ -12,6 +12,7 @@ from browser_helpers import MODEL_TIMEOUT_MS, assert_no_exception, screenshot, w
 
 ROOT = Path(__file__).resolve().parents[2]
 EN = json.loads((ROOT / "assets" / "texts" / "en" / "answers.json").read_text(encoding="utf-8"))
+EN_END = json.loads((ROOT / "assets" / "texts" / "en" / "answers_end.json").read_text(encoding="utf-8"))
 BIG = "prompt=Tell+me+a+story+about+a+robot.&chat=true&wa_budget=1000&wa_depth=16&wa_branch=16&wa_samples=0&tour=0"
 
 
@@ -32,6 +33,9 @@ def test_stop_shows_the_tree_so_far(page, server, which):
     page.locator(".st-key-wa_tree .main-svg").first.wait_for(state="attached")
     main = page.inner_text('[data-testid="stMain"]')
     assert f"{expanded:,} prefixes expanded" in main and "1.000000" in main
+    # the strategies' heading says why it places none; no Stop button is left
+    assert EN_END["landed_none_stopped"] in main
+    assert page.locator(".st-key-_stop_button_answers").count() == 0
     screenshot(page, "answers_stopped")
     assert_no_exception(page, server)
 

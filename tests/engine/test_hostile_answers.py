@@ -221,4 +221,4 @@ def test_rank_by_bisection_counts_the_answers_more_probable():
     tree = AnswerTree((), TreeSettings(), (), answers, 0, 0, 0.0)
     for x in [0.0, -1.0, -1.0000005, -2.0, -2.0000002, -3.5 - 1e-6, -7.0, -50.0, -math.inf]:
         assert tree.rank_of(x) == 1 + sum(1 for lp in logprobs if lp > x + 1e-6), x
-    assert tree.answer_for((5,)) is answers[5] and tree.answer_for((999,)) is None
+    assert tree.answer_for((5,), "") is answers[5] and tree.answer_for((999,), "") is None

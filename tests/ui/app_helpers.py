@@ -35,7 +35,16 @@ def install_loads(monkeypatch, load, keep_pin: bool = False) -> list:
     if not keep_pin:
         monkeypatch.delenv("DECODESCOPE_MODELS", raising=False)
     ui.shared_model._models.clear()
+    forget_shared_runs()
     return asked
+
+
+def forget_shared_runs() -> None:
+    """Empty the Whole answers runs every session shares (they were computed on the models just forgotten)."""
+    import ui.answers_run
+
+    with ui.answers_run._LOCK:
+        ui.answers_run._SHARED.clear()
 
 
 def texts(section: str, lang: str = "en") -> dict:

@@ -8,7 +8,9 @@ import re
 
 import pytest
 
-from app_helpers import PROMPT, figures, open_app, texts
+from streamlit.testing.v1 import AppTest
+
+from app_helpers import PROMPT, ROOT, figures, open_app, texts
 from engine.answers import TreeSettings
 from engine.answers.run import explore
 from tiny_models import tiny_llama
@@ -145,3 +147,93 @@ def test_a_landing_named_with_markup_or_blank_gets_one_literal_line(tiny_loads, 
     assert f"landing 2: strategy {name!r} is not 'greedy' or 'beam W'" in shown, shown
     bare = re.sub(r"\\.", "", at.error[0].value)             # what Markdown shows as literal characters is gone
     assert not re.search(r"!\[|\]\(", bare), at.error[0].value
+
+
+def test_answers_end_at_the_stop_strings_the_link_names_and_the_page_says_so(tiny_loads):
+    """A link's stop strings reach the tree: the table holds the engine's answers for them, the stop strings are
+    named beside the numbers, and the run's own settings carry them."""
+    params = {**SMALL, "wa_stops": "own", "wa_stop_own": "\\n\ne"}
+    at = open_app("answers", params=params)
+    want = explore(tiny_llama(), PROMPT, TreeSettings(depth=3, budget=24, branch=3, stops=("\n", "e")), beams=(1, 4),
+                   samples=8)
+    table = at.dataframe[0].value
+    en = texts("answers")
+    assert list(table[en["col_prob"]]) == pytest.approx([a.prob for a in want.tree.answers[:len(table)]], rel=1e-6)
+    assert any(a.stop for a in want.tree.answers)
+    assert at.session_state["wa_run"].tree.settings.stops == ("\n", "e")
+    named = [c.value for c in at.caption if "“\\\\n”" in c.value and "“e”" in c.value]
+    assert len(named) >= 2, [c.value for c in at.caption]          # beside the ledger and the samples
+    assert at.query_params["wa_stops"] == "own" and at.query_params["wa_stop_own"] == "\\n\ne"
+
+
+def test_a_stop_list_that_cannot_be_used_is_one_sentence_in_the_pages_language(tiny_loads):
+    at = open_app("answers", params={**SMALL, "lang": "zh", "wa_stops": "own", "wa_stop_own": "y" * 40})
+    zh = texts("answers_end", "zh")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and zh["bad_stops"].format(n=8, chars=32) in errors[0].replace("\\", "")
+    assert at.session_state["wa_run"].tree.settings.stops == ()
+
+
+def test_no_stop_button_once_the_run_has_ended(tiny_loads):
+    at = open_app("answers", params=SMALL)
+    assert at.session_state["wa_run"].landings
+    assert not [b for b in at.button if b.key == "_stop_button_answers"]
+
+
+def test_the_tree_is_drawn_before_the_samples_run(tiny_loads, monkeypatch):
+    """The tree is on the page as soon as it is grown: a failure while the samples are drawn leaves it there."""
+    import engine.answers.run
+    from engine.errors import ConfigError
+
+    def fail(*args, **kwargs):
+        raise ConfigError("samples", "samples: failed on purpose")
+
+    monkeypatch.setattr(engine.answers.run, "draw_samples", fail)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    for key, value in SMALL.items():
+        at.query_params[key] = str(value)
+    at.session_state["prompt"] = PROMPT
+    at.switch_page("pages/answers.py").run()
+    assert any("failed on purpose" in e.value for e in at.error)
+    assert len(figures(at)) == 1
+    assert {m.label for m in at.metric} >= {texts("answers")["m_answers"]}
+
+
+def test_a_finished_run_is_shared_by_every_session(tiny_loads, monkeypatch):
+    """Two sessions on the same settings: the second shows the first one's run without computing it again."""
+    import engine.answers.run
+
+    grown = []
+    real = engine.answers.run.grow_tree
+    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
+    first = open_app("answers", params=SMALL)
+    second = open_app("answers", params=SMALL)
+    assert len(grown) == 1
+    assert second.dataframe[0].value.equals(first.dataframe[0].value)
+    open_app("answers", params={**SMALL, "seed": 5})
+    assert len(grown) == 2
+
+
+def test_a_run_stopped_after_its_tree_says_it_places_no_strategy(tiny_loads, monkeypatch):
+    """Stopped once the tree was grown: the strategies' section says the stopped run places none, in either
+    language, rather than standing empty; and an unfinished strategy's text ends with '…'."""
+    import ui.answers_run
+
+    grown: list = []
+    stopped = explore(tiny_llama(), PROMPT, TreeSettings(depth=3, budget=24, branch=3), beams=(1, 4), samples=8,
+                      on_tree=grown.append, should_stop=lambda: bool(grown))
+    assert stopped.tree.stopped and not stopped.landings
+    monkeypatch.setattr(ui.answers_run, "shared_run", lambda identity: stopped)
+    for lang in ("en", "zh"):
+        at = open_app("answers", params={**SMALL, "lang": lang})
+        words = texts("answers_end", lang)
+        assert sum(1 for m in at.markdown if m.value == words["landed_none_stopped"]) == 1
+
+
+def test_a_strategy_that_does_not_end_shows_its_first_tokens_and_an_ellipsis(tiny_loads):
+    at = open_app("answers", params=SMALL)
+    run = at.session_state["wa_run"]
+    unended = [x for x in run.landings if not x.complete]
+    assert unended, "the tiny model's greedy and beam answers end within 3 tokens; pick settings where one does not"
+    opened = [m.value for m in at.markdown if "does not end within 3 tokens" in m.value]
+    assert len(opened) == len(unended) and all(" … (" in v for v in opened), opened

@@ -50,11 +50,12 @@ def test_the_cards_show_the_question_first_and_the_answer_with_its_demos_on_dema
     other = texts("interview_wa", "zh" if lang == "en" else "en")
     assert not any(other[f"{card}_q"] in markdown(at) for card in CARDS)
     links = reveal_all(at, lang)
-    assert [page for page, _ in links].count("answers") == 5 and ("beam_tree", links[-2][1]) in links
+    assert [page for page, _ in links].count("answers") == 6 and ("beam_tree", links[-2][1]) in links
     for page, params in links:
         assert params["lang"] == lang
         if page == "answers":       # the quoted numbers are the English chat model's, in either language
-            assert params["prompt"] in (CAPITAL, "Write a haiku about the sea.") and params["chat"] == "1"
+            assert params["prompt"] in (CAPITAL, "Write a haiku about the sea.", "Is the sky blue? Answer yes or no.")
+            assert params["chat"] == "1"
             assert params["model"] == "smollm2-135m"
     at.button(key="iv_wa_reveal_beam").click().run()
     assert texts("interview_wa", lang)["beam_a"] not in markdown(at)
@@ -88,3 +89,22 @@ def test_each_link_opens_its_page_on_the_settings_it_names(tiny_loads, lang):
         words = texts("answers", lang)
         placed = [m.value for m in at.markdown if any(words["beam_n"].format(n=n) in m.value for n in (2, 4, 8))]
         assert len(placed) == len(params["wa_beams"].split(",")), placed
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_stop_card_opens_gemma_on_a_chinese_prompt_with_its_stop_strings(tiny_loads, lang):
+    """The card on where a base model's answers end: its links name Gemma, no chat template, the Chinese prompt and
+    the stop strings its numbers were read with; the page they open grows its tree with those stop strings."""
+    from ui.interview_answers import CAPITALS_ZH
+
+    at = open_interview(lang)
+    words = texts("interview_wa", lang)
+    at.button(key="iv_wa_reveal_stop").click().run()
+    assert words["stop_a"] in markdown(at)
+    found = [p for p in at.get("page_link") if p.proto.label in (words["stop_link1"], words["stop_link2"])]
+    links = [dict(parse_qsl(p.proto.query_string)) for p in found]
+    assert [(q["model"], q["chat"], q["prompt"], q["wa_stops"]) for q in links] == [
+        ("gemma3-270m", "0", CAPITALS_ZH, "newline_cjk_period"), ("gemma3-270m", "0", CAPITALS_ZH, "none")]
+    at = _opened("answers", links[0])
+    assert at.session_state["prompt"] == CAPITALS_ZH and at.session_state["chat"] is False
+    assert at.session_state["wa_run"].tree.settings.stops == ("\n", "。")

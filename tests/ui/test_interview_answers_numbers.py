@@ -2,11 +2,14 @@
 link's own settings, run the way Whole answers runs them (batches of 16, greedy and the link's beam widths)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from engine.answers import TreeSettings
 from engine.answers.run import explore
-from ui.interview_answers import CAPITAL, CARDS, HAIKU
+from engine.answers.stops import PRESETS
+from ui.interview_answers import CAPITAL, CARDS, HAIKU, SKY
 
 pytestmark = pytest.mark.bundled
 
@@ -15,7 +18,7 @@ def run_link(lm, card: str, index: int = 0):
     _, page, settings = CARDS[card][index]
     assert page == "answers" and settings["chat"] == "1" and settings["wa_dist"] == "model"
     tree = TreeSettings(depth=int(settings["wa_depth"]), budget=int(settings["wa_budget"]),
-                        branch=int(settings["wa_branch"]), batch=16)
+                        branch=int(settings["wa_branch"]), batch=16, stops=PRESETS[settings.get("wa_stops", "none")])
     beams = (1, *sorted(int(b) for b in settings["wa_beams"].split(",")))
     return settings["prompt"], explore(lm, settings["prompt"], tree, chat=True, beams=beams)
 
@@ -45,3 +48,15 @@ def test_the_beam_card_demos(bundled):
     # 'none of them ends within 8 tokens, and the most likely answer found (not certified) is the empty one'
     assert len(run.landings) == 4 and not any(x.complete for x in run.landings)
     assert run.tree.answers[0].text == "" and run.tree.certified_count == 0
+    prompt, run = run_link(bundled, "beam", 2)
+    assert prompt == SKY
+    # 'greedy lands on the most likely answer, "No" (about 17 %), while beam search of width 2, 4 and 8 ends on a
+    # complete answer that is not it: "No, the sky is not blue", rank 3 among all answers and certified, under 2 %'
+    top = run.tree.answers[0]
+    assert top.text == "No" and 0.15 < top.prob < 0.19
+    greedy, *beams = run.landings
+    assert (greedy.text, greedy.complete, greedy.rank, greedy.exact_rank) == ("No", True, 1, True)
+    assert [(x.strategy, x.text, x.complete, x.rank, x.exact_rank) for x in beams] == [
+        (f"beam {w}", "No, the sky is not blue", True, 3, True) for w in (2, 4, 8)]
+    assert all(0.01 < math.exp(x.logprob) < 0.02 for x in beams) and run.tree.certified_count >= 3
+    assert top.prob / math.exp(beams[0].logprob) > 9
