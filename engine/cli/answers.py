@@ -164,8 +164,7 @@ def _prefix(tree, node_id: int) -> str:
 def _landing_line(x) -> str:
     p = f"{math.exp(x.logprob):.4e}" if x.logprob > -math.inf else CUT
     if not x.complete:
-        return (f"  {x.strategy:<8} no end within the depth: {_show(x.text)} …  "
-                f"(prefix mass {math.exp(x.logprob):.4e})")
+        return f"  {x.strategy:<8} no end within the depth: {_show(x.text)} …  (prefix mass {p})"
     where = "found in the tree" if x.found else "not among the answers found"
     rank = f"rank {x.rank}" + ("" if x.exact_rank else " among those found")
     return f"  {x.strategy:<8} {rank:<26} p = {p}  {_show(x.text)}  ({where})"
