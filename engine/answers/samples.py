@@ -44,49 +44,86 @@ class SampleSummary:
         return sum(1 for o in self.outcomes if o.count == 1)
 
 
-def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0) -> SampleSummary:
-    """n samples from the tree's distribution, drawn together one token a step with a seeded generator."""
+LOGPROB_ROWS = 32        # rows whose float64 log-probabilities are worked out at a time ([32, V], 64 MB on Gemma)
+
+
+def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0,
+                 prompt: PromptCache | None = None, should_stop=None, progress=None) -> SampleSummary | None:
+    """n samples from the tree's distribution, drawn together one token a step with a seeded generator.
+    prompt: the prompt's pass already run (shared, never copied per sample). should_stop(): polled between
+    steps (a stop gives None: part of the samples would not be the n asked for); progress(done, depth): after
+    each step."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
         raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
     settings.check()
     generator = torch.Generator().manual_seed(int(seed))
     ends = end_ids(lm)
     end_index = torch.tensor(ends)
-    prompt = PromptCache(lm, prompt_ids)
-    step = prompt.step_rows(n)
+    prompt = prompt if prompt is not None else PromptCache(lm, prompt_ids)
+    step = prompt.step_rows(n, settings.depth)
     tokens = [[] for _ in range(n)]
     logprob = [0.0] * n
     done = [False] * n
     logits = prompt.logits.expand(n, -1)
     for depth in range(settings.depth + 1):
-        lp = next_logprobs(settings.distribution, [list(prompt_ids) + t for t in tokens], logits)
-        end_lp = torch.logsumexp(lp[:, end_index], dim=1)
+        if should_stop is not None and depth and should_stop():
+            return None
         if depth == settings.depth:      # only the end is looked at past the depth
+            end_lp = _end_logprobs(settings, prompt_ids, tokens, logits, end_index)
             for i in range(n):
                 if not done[i]:
                     draw = torch.rand((), generator=generator).item()
-                    p_end = math.exp(end_lp[i].item())
+                    p_end = math.exp(end_lp[i])
                     if draw < p_end:
-                        logprob[i] += end_lp[i].item()
+                        logprob[i] += end_lp[i]
                         done[i] = True
                     else:                # cut at the depth: the mass of its continuations that do not end here
                         logprob[i] += math.log1p(-p_end) if p_end < 1 else -math.inf
             break
-        drawn = torch.multinomial(lp.exp().float(), 1, generator=generator).squeeze(1).tolist()
+        drawn, drawn_lp, end_lp = _draw(settings, prompt_ids, tokens, logits, end_index, generator)
         feed = []
         for i, token in enumerate(drawn):
             if not done[i]:
                 if token in ends:
-                    logprob[i] += end_lp[i].item()
+                    logprob[i] += end_lp[i]
                     done[i] = True
                 else:
                     tokens[i].append(token)
-                    logprob[i] += lp[i, token].item()
+                    logprob[i] += drawn_lp[i]
             feed.append(ends[0] if done[i] else tokens[i][-1])
         if all(done):
             break
         logits = step(feed)
+        if progress is not None:
+            progress(depth + 1, settings.depth)
     return summarise(lm, tokens, done, logprob, n, seed)
+
+
+def _draw(settings, prompt_ids, tokens, logits, end_index, generator) -> tuple:
+    """One token drawn per row, its log-probability and each row's end log-probability, the float64 work
+    done LOGPROB_ROWS rows at a time (one generator drawing the rows in order draws what it draws for all rows
+    at once: torch.multinomial takes its numbers row by row)."""
+    drawn, drawn_lp, end_lp = [], [], []
+    for start in range(0, len(tokens), LOGPROB_ROWS):
+        rows = range(start, min(start + LOGPROB_ROWS, len(tokens)))
+        lp = next_logprobs(settings.distribution, [list(prompt_ids) + tokens[i] for i in rows],
+                           logits[rows.start:rows.stop])
+        end_lp += torch.logsumexp(lp[:, end_index], dim=1).tolist()
+        chosen = torch.multinomial(lp.exp().float(), 1, generator=generator)
+        drawn += chosen.squeeze(1).tolist()
+        drawn_lp += lp.gather(1, chosen).squeeze(1).tolist()
+    return drawn, drawn_lp, end_lp
+
+
+def _end_logprobs(settings, prompt_ids, tokens, logits, end_index) -> list:
+    """Each row's log-probability of ending here, LOGPROB_ROWS rows at a time."""
+    out = []
+    for start in range(0, len(tokens), LOGPROB_ROWS):
+        rows = range(start, min(start + LOGPROB_ROWS, len(tokens)))
+        lp = next_logprobs(settings.distribution, [list(prompt_ids) + tokens[i] for i in rows],
+                           logits[rows.start:rows.stop])
+        out += torch.logsumexp(lp[:, end_index], dim=1).tolist()
+    return out
 
 
 def summarise(lm: LoadedModel, tokens, complete, logprob, n, seed) -> SampleSummary:
