@@ -241,3 +241,25 @@ def test_a_beam_search_started_from_the_prompts_pass_holds_it_once():
     assert trace.best.token_ids == alone.best.token_ids
     assert trace.best.cum_logprob == pytest.approx(alone.best.cum_logprob, abs=1e-4)
     assert [s.kv.rows for s in trace.steps] == [s.kv.rows for s in alone.steps]
+
+
+def test_the_command_line_shows_progress_on_a_terminal_only(monkeypatch):
+    """answers on a terminal: a progress line (the part of the run and how far) every PROGRESS_SECONDS on standard
+    error; none into a file or a pipe."""
+    import io
+
+    import engine.answers_cli as cli
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(cli, "PROGRESS_SECONDS", 0.0)
+    screen = Terminal()
+    explore(tiny_llama(seed=2), "the cat sat", TreeSettings(depth=3, budget=8, branch=3, batch=4), beams=(1, 2),
+            samples=4, progress=cli.terminal_progress(screen))
+    lines = screen.getvalue().splitlines()
+    assert "[100%] 8 of 8 prefixes expanded" in lines
+    assert any(line.endswith("greedy: decoding (1 of 2)") for line in lines)
+    assert any("4 samples: token 1 of 3" in line for line in lines)
+    assert cli.terminal_progress(io.StringIO()) is None
