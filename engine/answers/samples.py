@@ -44,7 +44,7 @@ class SampleSummary:
         return sum(1 for o in self.outcomes if o.count == 1)
 
 
-LOGPROB_ROWS = 32        # rows whose float64 log-probabilities are worked out at a time ([32, V], 64 MB on Gemma)
+LOGPROB_ROWS = 16        # rows whose float64 log-probabilities are worked out at a time ([16, V], 34 MB on Gemma)
 
 
 def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0,

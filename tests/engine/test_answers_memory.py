@@ -14,6 +14,7 @@ from engine import DecodeConfig, decode
 from engine.answers import TreeSettings, draw_samples, grow_tree
 from engine.answers import passes as passes_module
 from engine.answers import samples as samples_module
+from engine.answers import tree as tree_module
 from engine.answers.passes import PromptCache
 from engine.answers.run import explore
 from engine.lanes import decode_lanes
@@ -104,8 +105,9 @@ def test_tree_rows_hold_the_prompt_once(tiny):
 
 
 def test_rows_run_in_parts_within_the_budget_and_give_the_same_numbers(monkeypatch):
-    """With a budget of one row per pass, the tree's passes take one row each, the samples' too, and both give
-    what one batch gives: the tree its masses (plain passes), the samples the very same draws for the seed."""
+    """With a budget of one row per pass (and the float64 work three rows at a time), the tree's passes take one
+    row each, the samples' too, and both give what one batch gives: the tree its nodes and masses, the samples
+    the very same draws for the seed."""
     lm = tiny_llama(seed=2)
     settings = TreeSettings(depth=3, budget=20, branch=3, batch=8)
     whole_tree = grow_tree(lm, LONG, settings)
@@ -114,6 +116,7 @@ def test_rows_run_in_parts_within_the_budget_and_give_the_same_numbers(monkeypat
 
     monkeypatch.setattr(shared, "PASS_BYTES", 1)
     monkeypatch.setattr(samples_module, "LOGPROB_ROWS", 3)
+    monkeypatch.setattr(tree_module, "LOGPROB_ROWS", 3)
     with Passes(lm) as seen:
         tree = grow_tree(lm, LONG, settings)
         parted = draw_samples(lm, LONG, settings, n=40, seed=5)
@@ -121,6 +124,7 @@ def test_rows_run_in_parts_within_the_budget_and_give_the_same_numbers(monkeypat
     assert [n.token_id for n in tree.nodes] == [n.token_id for n in whole_tree.nodes]
     for a, b in zip(tree.nodes, whole_tree.nodes):
         assert a.logprob == pytest.approx(b.logprob, abs=1e-5)
+        assert a.entropy == pytest.approx(b.entropy, abs=1e-5, nan_ok=True)
     assert [(o.token_ids, o.complete, o.count) for o in parted.outcomes] == \
         [(o.token_ids, o.complete, o.count) for o in whole_samples.outcomes]
 
@@ -130,8 +134,6 @@ def test_a_long_prompt_is_read_in_parts_with_progress_and_stop(monkeypatch):
     the tree's masses still a plain pass's; a stop between parts ends with an empty tree said to be stopped."""
     lm = tiny_llama(seed=2)
     monkeypatch.setattr(passes_module, "PREFILL_TOKENS", 32)
-    import engine.answers.tree as tree_module
-
     monkeypatch.setattr(tree_module, "PREFILL_TOKENS", 32)
     lines = []
     with Passes(lm) as seen:
