@@ -150,10 +150,30 @@ def test_a_long_prompt_is_read_in_parts_with_progress_and_stop(monkeypatch):
     assert stopped.stopped and stopped.expansions == 0 and stopped.ledger.total == pytest.approx(1)
 
 
-def test_sliding_window_rows_past_the_window_are_a_plain_pass():
+def gemma3_mixed():
+    """A tiny Gemma 3 with a sliding-window layer (16 positions) and a full-attention one, as the real one mixes."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from engine.model import LoadedModel
+    from tiny_models import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(1)
+    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                              sliding_window=16, layer_types=["sliding_attention", "full_attention"],
+                              eos_token_id=0, bos_token_id=0, pad_token_id=0)
+    model = Gemma3ForCausalLM(config)
+    with torch.no_grad():
+        model.model.norm.weight.add_(6.0)
+    return LoadedModel.from_parts(model, tok, "tiny-gemma3-mixed")
+
+
+@pytest.mark.parametrize("build", [tiny_gemma3, gemma3_mixed], ids=["sliding", "sliding-and-full"])
+def test_sliding_window_rows_past_the_window_are_a_plain_pass(build):
     """Gemma 3's sliding window (16 positions here) under a 40-token prompt: the tree (whole continuations over
     the shared window) and the samples give each path a plain pass's probability."""
-    lm = tiny_gemma3(seed=1)
+    lm = build(seed=1) if build is tiny_gemma3 else build()
     prompt = LONG[:40]
     tree = grow_tree(lm, prompt, TreeSettings(depth=3, budget=12, branch=3, batch=4))
     for node in tree.nodes[1:]:
@@ -207,6 +227,19 @@ def test_a_stop_after_the_tree_keeps_the_tree_and_the_landings_so_far():
                   should_stop=should_stop, progress=progress)
     assert run.tree.stopped and [x.strategy for x in run.landings] == ["greedy"] and run.samples is None
     assert "greedy: decoding (1 of 2)" in lines
+
+
+def test_lanes_past_a_sliding_window_equal_each_lane_alone():
+    """Compare's lanes on a Gemma 3 whose prompt outgrows its window: each lane is the lane decoded alone."""
+    lm = gemma3_mixed()
+    text = "the cat sat on the mat " * 6
+    configs = [DecodeConfig(max_new_tokens=6), DecodeConfig(strategy="sample", seed=3, max_new_tokens=6)]
+    for lane, config in zip(decode_lanes(lm, text, configs), configs):
+        alone = decode(lm, text, config)
+        assert len(alone.prompt_token_ids) > 16 and lane.best.token_ids == alone.best.token_ids
+        for a, b in zip(lane.steps, alone.steps):
+            assert a.candidates[0].prob == pytest.approx(b.candidates[0].prob, abs=1e-5)
+            assert (a.kv.rows, a.kv.bytes) == (b.kv.rows, b.kv.bytes)
 
 
 def test_lanes_hold_the_prompt_once():
