@@ -22,6 +22,7 @@ characters, as llama.cpp cuts them (it counts bytes).
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -130,9 +131,12 @@ class Vocabulary:
         self.separator = next(chr(c) for c in range(1, 0x110000) if chr(c) not in chars)
         self.joined = self.separator.join(texts)
         self.starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
-        order = sorted(range(len(texts)), key=lambda i: texts[i][::-1])
-        self.endings = [texts[i][::-1] for i in order]
-        self.ids = order
+
+    @functools.cached_property
+    def _by_ending(self) -> tuple:
+        """(the texts reversed, sorted; their ids): built for the first breaker that can be split."""
+        order = sorted(range(len(self.texts)), key=lambda i: self.texts[i][::-1])
+        return [self.texts[i][::-1] for i in order], order
 
     def holding(self, breakers: tuple) -> set:
         """The ids of the tokens whose text holds one of `breakers` (none of which holds the separator)."""
@@ -149,9 +153,10 @@ class Vocabulary:
     def ending_with(self, suffix: str):
         """The ids of the tokens whose text ends with `suffix`."""
         key = suffix[::-1]
-        i = bisect.bisect_left(self.endings, key)
-        while i < len(self.endings) and self.endings[i].startswith(key):
-            yield self.ids[i]
+        endings, ids = self._by_ending
+        i = bisect.bisect_left(endings, key)
+        while i < len(endings) and endings[i].startswith(key):
+            yield ids[i]
             i += 1
 
 
