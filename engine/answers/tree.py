@@ -170,6 +170,9 @@ def end_ids(lm: LoadedModel) -> tuple:
     return tuple(sorted(i for i in ids if 0 <= i < lm.facts.vocab_size))
 
 
+_ROOT = Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)
+
+
 def read_prompt(lm: LoadedModel, prompt_ids: list, should_stop=None, progress=None) -> PromptCache:
     """The prompt's forward pass, shared by the tree, the landings and the samples; a long prompt is read in
     parts, each reported as progress(fraction, line, snapshot) (an empty tree so far) and each a chance to stop."""
@@ -179,9 +182,6 @@ def read_prompt(lm: LoadedModel, prompt_ids: list, should_stop=None, progress=No
         if progress is not None and total > PREFILL_TOKENS:
             progress(0.0, f"reading the prompt: {done:,} of {total:,} tokens", lambda: empty)
     return PromptCache(lm, prompt_ids, should_stop=should_stop, on_part=on_part)
-
-
-_ROOT = Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)
 
 
 def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_stop=None,
