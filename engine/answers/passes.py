@@ -49,7 +49,7 @@ class PromptCache:
         self._past = past
         self._shared = shareable(past)
         self._slots: dict = {}            # expanded node id -> its row in self._kept
-        self._kept = None                 # [capacity, layers, 2, kv heads, head dim]: each kept token's K and V
+        self._kept = None                 # [layers, 2, capacity, kv heads, head dim]: each kept token's K and V
 
     def fits_window(self, depth: int) -> bool:
         """Whether prompt + depth stays inside the model's sliding window, if it has one (kept rows are put
@@ -82,21 +82,12 @@ class PromptCache:
         """[len(rows), V] float32 logits after each row's prefix, one new token per row. rows: (node id, its
         last token, the ids of its ancestors below the root, in order), every ancestor expanded before."""
         longest = max(len(r[2]) for r in rows)
-        size = self.run_size(longest + 1)
-        logits, new = [], []
-        for start, stop in row_chunks(len(rows), size):
-            part_logits, part_new = self._expand_run(rows[start:stop], longest)
-            logits.append(part_logits)
-            new.append(part_new)
-        new = torch.cat(new)                                                   # [b, layers, 2, kvh, d]
-        if self._kept is None:
-            self._kept = torch.empty((capacity, *new.shape[1:]), dtype=new.dtype, device=new.device)
-        for node_id, _, _ in rows:
-            self._slots[node_id] = len(self._slots)
-        self._kept[len(self._slots) - len(rows):len(self._slots)] = new
+        logits = []
+        for start, stop in row_chunks(len(rows), self.run_size(longest + 1)):
+            logits.append(self._expand_run(rows[start:stop], longest, capacity))
         return torch.cat(logits)
 
-    def _expand_run(self, rows: list, longest: int) -> tuple:
+    def _expand_run(self, rows: list, longest: int, capacity: int) -> torch.Tensor:
         b, prompt = len(rows), len(self.prompt_ids)
         index = torch.zeros(b, longest, dtype=torch.long)
         real = torch.zeros(b, longest + 1, dtype=torch.long)
@@ -107,21 +98,29 @@ class PromptCache:
                 real[i, longest - len(ancestors):longest] = 1
         device = self.lm.device
         own = None
-        if longest:
-            gathered = self._kept[index.to(device)]                           # [b, A, layers, 2, kvh, d]
-            own = [(gathered[:, :, n, 0].transpose(1, 2).contiguous(), gathered[:, :, n, 1].transpose(1, 2)
-                    .contiguous()) for n in range(gathered.shape[2])]
-            del gathered
-        past = self.rows_cache(b, own)
+        if longest:               # each layer's rows gathered on their own: [b, kv heads, A, dim]
+            where = index.to(device)
+            own = [(layer[0][where].transpose(1, 2).contiguous(), layer[1][where].transpose(1, 2).contiguous())
+                   for layer in self._kept]
         mask = torch.cat([torch.ones(b, prompt, dtype=torch.long), real], dim=1)
         positions = torch.tensor([[prompt + len(r[2])] for r in rows])
         tokens = torch.tensor([[r[1]] for r in rows])
         out = self.lm.model(input_ids=tokens.to(device), attention_mask=mask.to(device),
-                            position_ids=positions.to(device), past_key_values=past, use_cache=True, **self._fwd)
+                            position_ids=positions.to(device), past_key_values=self.rows_cache(b, own),
+                            use_cache=True, **self._fwd)
         self.passes += 1
-        new = torch.stack([torch.stack([layer.keys[:, :, -1], layer.values[:, :, -1]], dim=1)
-                           for layer in out.past_key_values.layers], dim=1)           # [b, layers, 2, kvh, d]
-        return out.logits[:, -1].to("cpu", torch.float32), new
+        layers = out.past_key_values.layers
+        if self._kept is None:
+            first = layers[0].keys
+            self._kept = torch.empty((len(layers), 2, capacity, first.shape[1], first.shape[-1]), dtype=first.dtype,
+                                     device=first.device)
+        slots = list(range(len(self._slots), len(self._slots) + b))
+        for n, layer in enumerate(layers):     # the new token's K and V: each row's last position
+            self._kept[n, 0, slots[0]:slots[-1] + 1] = layer.keys[:, :, -1]
+            self._kept[n, 1, slots[0]:slots[-1] + 1] = layer.values[:, :, -1]
+        for (node_id, _, _), slot in zip(rows, slots):
+            self._slots[node_id] = slot
+        return out.logits[:, -1].to("cpu", torch.float32)
 
     @torch.inference_mode()
     def logits_after(self, paths: list) -> torch.Tensor:
