@@ -17,7 +17,14 @@ answers: saved runs that lie (masses that do not add up, 330,000 nodes, a token 
 seconds to that answer, the server's peak memory over what it held before the visit, and whether any request
 left for another host; then the worst memory and time per family, and the connections the socket saw. Nothing
 is asserted: the tests assert the behaviour (tests/ui/test_links_and_models.py,
-tests/browser/test_links_browser.py, tests/ui/test_hostile_uploads.py, tests/engine/test_hostile_grammar.py)."""
+tests/browser/test_links_browser.py, tests/ui/test_hostile_uploads.py, tests/engine/test_hostile_grammar.py).
+
+    .venv/bin/python bench/hostile_run.py --memory [--gemma] [CASE ...]
+
+runs instead the memory and time family (bench/hostile_memory.py): each worst case a link or a flag can ask for
+(Whole answers at its maxima and over long prompts, DRY's breakers at their limits, Step-by-step on step 1,024,
+Compare over a long prompt), each in its own interpreter, with its peak memory, the seconds until something is
+on screen, and the machine's load beside each figure."""
 from __future__ import annotations
 
 import json
@@ -239,4 +246,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if "--memory" in sys.argv:      # the memory and time a link or a flag can ask for (bench/hostile_memory.py)
+        from bench.hostile_memory import main as memory_main
+
+        sys.exit(memory_main([a for a in sys.argv[1:] if a != "--memory"]))
     sys.exit(main())

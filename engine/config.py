@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from .errors import ConfigError, quoted
@@ -44,6 +45,7 @@ MAX_CHOICES = 256
 SAMPLER_ORDERS = ("transformers", "llama.cpp", "vllm")   # each engine's default chain, with its rules for each name
 # llama.cpp's sampler names, as its `--samplers` list writes them (a custom order, separated by ';')
 LLAMA_CPP_SAMPLERS = ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature")
+MAX_SAMPLER_REPEATS = 2       # a --samplers list names each sampler at most this often (18 stages at most)
 # the settings only some engines have: a config that sets one in another engine's order is refused, naming it
 ENGINE_ONLY = {
     "typical_p": ("transformers", "llama.cpp"), "epsilon_cutoff": ("transformers",), "eta_cutoff": ("transformers",),
@@ -321,9 +323,13 @@ class DecodeConfig:
         if self.samplers:
             names = [name.strip() for name in self.samplers.split(";")]
             unknown = [name for name in names if name not in LLAMA_CPP_SAMPLERS]
-            if unknown or len(names) > 2 * len(LLAMA_CPP_SAMPLERS):
-                bad("samplers", f"'{(unknown or names)[0][:40]}' is not one of llama.cpp's samplers "
+            if unknown:
+                bad("samplers", f"{quoted(unknown[0])} is not one of llama.cpp's samplers "
                                 f"({';'.join(LLAMA_CPP_SAMPLERS)})")
+            name, times = max(Counter(names).items(), key=lambda item: item[1])
+            if times > MAX_SAMPLER_REPEATS:
+                bad("samplers", f"'{name}' is listed {times:,} times; a sampler may be listed at most twice "
+                                f"({len(names):,} names in all)")
         neutral = DecodeConfig()
         for name, engines in ENGINE_ONLY.items():
             if getattr(self, name) != getattr(neutral, name) and self.sampler_order not in engines:

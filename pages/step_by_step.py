@@ -15,6 +15,7 @@ from ui.i18n import language, t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, presenting, shortcut, upcoming_chart
+from ui.replay import replay_to
 from ui.results import keep_or_stop, show_error
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, rerun, sync_url
@@ -81,8 +82,8 @@ else:
             arriving = not isinstance(stepper, Stepper)      # a link's step counts once: a new prompt opens on 1
             stepper = Stepper(lm, settings.prompt, config)
             S["sbs"], S["sbs_identity"] = stepper, identity
-            if arriving and read("step") > 1:
-                stepper.go(read("step") - 1)
+            if arriving and read("step") > 1:      # with a progress bar and Stop: a link may ask for 1,024 steps
+                replay_to(stepper, read("step") - 1)
         else:
             stepper.reconfigure(config)
         if "sbs_goto" in S:                # the loop-escape button asked to look at the loop's step again

@@ -9,7 +9,7 @@ from ..errors import ConfigError, quoted
 from engine.tokens import encode_prompt
 from .landed import Landing, check_beam_cost, land, landings
 from .samples import SampleSummary, draw_samples
-from .tree import AnswerTree, TreeSettings, grow_tree
+from .tree import AnswerTree, TreeSettings, grow_tree, read_prompt
 from ..model import LoadedModel
 
 
@@ -39,37 +39,41 @@ def check_seed(seed, name: str = "seed") -> int:
 def explore(lm: LoadedModel, prompt: str, settings: TreeSettings, chat: bool = False, beams=(1,),
             samples: int = 0, seed: int = 0, should_stop=None, progress=None, on_tree=None,
             on_phase=None) -> AnswersRun:
-    """The tree first (Stop keeps what it has), then greedy and the beams, then the samples. on_tree(tree): called
-    once the tree is grown, before the rest (a page draws it while the strategies and samples run);
-    on_phase(name): as "strategies" and "samples" begin. A stop asked for after the tree keeps the tree, marked
-    stopped, without the rest."""
+    """The tree first (Stop keeps what it has), then greedy and the beams, then the samples; the prompt's
+    forward pass runs once for all of them. progress(fraction, line, snapshot) is called through every part,
+    and should_stop() polled between passes: a stop after the tree keeps the tree (said to be stopped) with the
+    landings so far and no samples. on_tree(tree): called once the tree is grown, before the rest (a page draws
+    it while the strategies and samples run); on_phase(name): as "strategies" and "samples" begin."""
     settings.check()
     check_seed(seed)
     check_beam_cost(beams, settings.depth)
     prompt_ids = prompt_for_depth(lm, prompt, chat, settings.depth)
-    tree = grow_tree(lm, prompt_ids, settings, should_stop=should_stop, progress=progress)
+    cache = read_prompt(lm, prompt_ids, should_stop, progress)
+    tree = grow_tree(lm, prompt_ids, settings, should_stop=should_stop, progress=progress, prompt=cache)
     if tree.stopped:
         return AnswersRun(lm.name, prompt, chat, tree, seed=seed)
     if on_tree is not None:
         on_tree(tree)
-
-    def stopped() -> AnswersRun | None:
-        if should_stop is not None and should_stop():
-            return AnswersRun(lm.name, prompt, chat, replace(tree, stopped=True), seed=seed)
-        return None
-
+    stop = should_stop if should_stop is not None else (lambda: False)
+    show = progress if progress is not None else (lambda fraction, line, snapshot: None)
     if on_phase is not None:
         on_phase("strategies")
-    if (early := stopped()) is not None:
-        return early
-    landed = tuple(landings(lm, prompt, tree, chat, list(beams)))
+    if stop():
+        return AnswersRun(lm.name, prompt, chat, replace(tree, stopped=True), seed=seed)
+    landed = tuple(landings(lm, prompt, tree, chat, list(beams), cache, stop,
+                            lambda done, of, name: show(done / of, f"{name}: decoding ({done + 1} of {of})",
+                                                        lambda: tree)))
+    if len(landed) < 1 + sum(1 for w in beams if w > 1) or (samples and stop()):
+        return AnswersRun(lm.name, prompt, chat, replace(tree, stopped=True), landed, seed=seed)
     summary, sampled = None, ()
     if samples:
         if on_phase is not None:
             on_phase("samples")
-        if (early := stopped()) is not None:
-            return early
-        summary = draw_samples(lm, prompt_ids, settings, samples, seed)
+        summary = draw_samples(lm, prompt_ids, settings, samples, seed, prompt=cache, should_stop=stop,
+                               progress=lambda done, depth: show(done / depth, f"{samples:,} samples: token "
+                                                                                f"{done} of {depth}", lambda: tree))
+        if summary is None:
+            return AnswersRun(lm.name, prompt, chat, replace(tree, stopped=True), landed, seed=seed)
         sampled = tuple(_rank_sample(tree, o) for o in summary.outcomes if o.complete)
     return AnswersRun(lm.name, prompt, chat, tree, landed, summary, sampled, seed)
 

@@ -46,8 +46,16 @@ class SampleSummary:
         return sum(1 for o in self.outcomes if o.count == 1)
 
 
-def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0) -> SampleSummary:
-    """n samples from the tree's distribution, drawn together one token a step with a seeded generator."""
+LOGPROB_ROWS = 16        # rows whose float64 log-probabilities are worked out at a time ([16, V], 34 MB on Gemma)
+
+
+def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0,
+                 prompt: PromptCache | None = None, should_stop=None, progress=None) -> SampleSummary | None:
+    """n samples from the tree's distribution, drawn together one token a step with a seeded generator.
+    prompt: the prompt's pass already run (shared, never copied per sample). should_stop(): polled between
+    steps (a stop gives None: part of the samples would not be the n asked for); progress(done, depth): after
+    each step. The float64 work runs LOGPROB_ROWS rows at a time; one generator drawing the rows in order draws
+    what it draws for all rows at once (torch.multinomial takes its numbers row by row)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
         raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
     if seed_problem(seed):
@@ -57,8 +65,8 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
     ends = end_ids(lm)
     end_index = torch.tensor(ends)
     endings = Endings(lm, ends, settings.stops)
-    prompt = PromptCache(lm, prompt_ids)
-    step = prompt.step_rows(n)
+    prompt = prompt if prompt is not None else PromptCache(lm, prompt_ids)
+    step = prompt.step_rows(n, settings.depth)
     tokens = [[] for _ in range(n)]
     texts = [b""] * n
     logprob = [0.0] * n
@@ -66,41 +74,60 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
     said: list = [None] * n          # a stopped sample's text (None: the prefix's own)
     logits = prompt.logits.expand(n, -1)
     for depth in range(settings.depth + 1):
-        lp = next_logprobs(settings.distribution, [list(prompt_ids) + t for t in tokens], logits)
-        if depth == settings.depth and not endings.stopping:      # only the end is looked at past the depth
-            end_lp = torch.logsumexp(lp[:, end_index], dim=1)
+        if should_stop is not None and depth and should_stop():
+            return None
+        last = depth == settings.depth
+        if last and not endings.stopping:      # only the end is looked at past the depth
+            end_lp = _end_logprobs(settings, prompt_ids, tokens, logits, end_index)
             for i in range(n):
                 if not done[i]:
                     draw = torch.rand((), generator=generator).item()
-                    p_end = math.exp(end_lp[i].item())
+                    p_end = math.exp(end_lp[i])
                     if draw < p_end:
-                        logprob[i] += end_lp[i].item()
+                        logprob[i] += end_lp[i]
                         done[i] = True
                     else:                # cut at the depth: the mass of its continuations that do not end here
                         logprob[i] += math.log1p(-p_end) if p_end < 1 else -math.inf
             break
-        drawn = torch.multinomial(lp.exp().float(), 1, generator=generator).squeeze(1).tolist()
         feed = []
-        for i, token in enumerate(drawn):
-            if not done[i]:
-                ending = endings.after(texts[i], lp[i]) if endings.stopping or token in ends else None
-                if ending is not None and bool(ending.mask[token]):
-                    group = ending.group_of(token)
-                    logprob[i] += math.log(ending.probs[group].item())
-                    said[i] = ending.keys[group]
-                    done[i] = True
-                elif depth == settings.depth:   # cut at the depth: its continuations that do not end here
-                    rest = 1.0 - ending.total
-                    logprob[i] += math.log(rest) if rest > 0 else -math.inf
-                else:
-                    tokens[i].append(token)
-                    texts[i] = endings.extend(texts[i], token)
-                    logprob[i] += lp[i, token].item()
-            feed.append(ends[0] if done[i] or not tokens[i] else tokens[i][-1])
-        if all(done) or depth == settings.depth:
+        for start in range(0, n, LOGPROB_ROWS):
+            rows = range(start, min(start + LOGPROB_ROWS, n))
+            lp = next_logprobs(settings.distribution, [list(prompt_ids) + tokens[i] for i in rows],
+                               logits[rows.start:rows.stop])
+            drawn = torch.multinomial(lp.exp().float(), 1, generator=generator).squeeze(1).tolist()
+            for r, (i, token) in enumerate(zip(rows, drawn)):
+                if not done[i]:
+                    ending = endings.after(texts[i], lp[r]) if endings.stopping or token in ends else None
+                    if ending is not None and bool(ending.mask[token]):
+                        group = ending.group_of(token)
+                        logprob[i] += math.log(ending.probs[group].item())
+                        said[i] = ending.keys[group]
+                        done[i] = True
+                    elif last:           # cut at the depth: its continuations that do not end here
+                        rest = 1.0 - ending.total
+                        logprob[i] += math.log(rest) if rest > 0 else -math.inf
+                    else:
+                        tokens[i].append(token)
+                        texts[i] = endings.extend(texts[i], token)
+                        logprob[i] += lp[r, token].item()
+                feed.append(ends[0] if done[i] or not tokens[i] else tokens[i][-1])
+        if all(done) or last:
             break
         logits = step(feed)
+        if progress is not None:
+            progress(depth + 1, settings.depth)
     return summarise(lm, tokens, done, logprob, n, seed, said)
+
+
+def _end_logprobs(settings, prompt_ids, tokens, logits, end_index) -> list:
+    """Each row's log-probability of ending here, LOGPROB_ROWS rows at a time."""
+    out = []
+    for start in range(0, len(tokens), LOGPROB_ROWS):
+        rows = range(start, min(start + LOGPROB_ROWS, len(tokens)))
+        lp = next_logprobs(settings.distribution, [list(prompt_ids) + tokens[i] for i in rows],
+                           logits[rows.start:rows.stop])
+        out += torch.logsumexp(lp[:, end_index], dim=1).tolist()
+    return out
 
 
 def summarise(lm: LoadedModel, tokens, complete, logprob, n, seed, said=None) -> SampleSummary:

@@ -34,8 +34,12 @@ from ..config import MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGE
 from ..errors import ConfigError
 from ..model import LoadedModel
 from .distribution import Distribution, entropy_and_varentropy, next_logprobs
-from .passes import PromptCache
+from .passes import PREFILL_TOKENS, PromptCache
 from .stops import Endings, answer_text, check_stops
+
+
+LOGPROB_ROWS = 16     # rows whose float64 log-probabilities, entropy and varentropy are worked out at a time
+#                       (a batch of 64 on Gemma's 262,144 tokens took about 0.9 GB of float64 at once)
 
 
 @dataclass(frozen=True)
@@ -195,20 +199,38 @@ def end_ids(lm: LoadedModel) -> tuple:
     return tuple(sorted(i for i in ids if 0 <= i < lm.facts.vocab_size))
 
 
+_ROOT = Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)
+
+
+def read_prompt(lm: LoadedModel, prompt_ids: list, should_stop=None, progress=None) -> PromptCache:
+    """The prompt's forward pass, shared by the tree, the landings and the samples; a long prompt is read in
+    parts, each reported as progress(fraction, line, snapshot) (an empty tree so far) and each a chance to stop."""
+    empty = AnswerTree(tuple(prompt_ids), TreeSettings(), (_ROOT,), (), 0, 0, 0.0, True)
+
+    def on_part(done: int, total: int) -> None:
+        if progress is not None and total > PREFILL_TOKENS:
+            progress(0.0, f"reading the prompt: {done:,} of {total:,} tokens", lambda: empty)
+    return PromptCache(lm, prompt_ids, should_stop=should_stop, on_part=on_part)
+
+
 def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_stop=None,
-              progress=None) -> AnswerTree:
+              progress=None, prompt: PromptCache | None = None) -> AnswerTree:
     """Expand the most probable prefixes first, `settings.batch` per forward pass, until the budget of
     expansions is spent or nothing is left to expand. should_stop(): polled between passes (Stop keeps the
-    tree so far); progress(fraction, line, snapshot): after each pass, snapshot() being the tree so far."""
+    tree so far); progress(fraction, line, snapshot): after each pass, snapshot() being the tree so far.
+    prompt: the prompt's pass already run (read_prompt), else it is run here."""
     settings.check()
     t0 = time.perf_counter()
     dist, ends = settings.distribution, end_ids(lm)
     if not ends:
         raise ConfigError("model", "model: has no end-of-text token, so no answer can end")
     endings = Endings(lm, ends, settings.stops)
-    prompt = PromptCache(lm, prompt_ids)
+    if prompt is None:
+        prompt = read_prompt(lm, prompt_ids, should_stop, progress)
+    nodes: list = [_ROOT]
+    if prompt.stopped:
+        return _tree(prompt_ids, settings, nodes, [], 0, prompt.passes, t0, True)
     kept_rows = prompt.fits_window(settings.depth)
-    nodes: list = [Prefix(id=0, parent=-1, token_id=-1, text="", depth=0, logprob=0.0)]
     paths: dict = {0: ()}
     texts: dict = {0: b""}            # each prefix's bytes, searched for the stop strings
     frontier = [(-0.0, 0)]           # (-log m, id) of prefixes not expanded
@@ -227,10 +249,12 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
         else:
             logits = prompt.logits_after([paths[i] for i in batch])
         rows = [list(prompt_ids) + list(paths[i]) for i in batch]
-        logprobs = next_logprobs(dist, rows, logits)
-        h, v = entropy_and_varentropy(logprobs)
         for row, node_id in enumerate(batch):
-            lp = logprobs[row]
+            if row % LOGPROB_ROWS == 0:          # the float64 work a few rows at a time
+                part = slice(row, row + LOGPROB_ROWS)
+                logprobs = next_logprobs(dist, rows[part], logits[part])
+                h, v = entropy_and_varentropy(logprobs)
+            lp = logprobs[row % LOGPROB_ROWS]
             node = nodes[node_id]
             mass = node.mass
             ending = endings.after(texts[node_id], lp)
@@ -256,7 +280,8 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
                 left, cut = mass * (max(rest - kept_mass, 0.0) + end_out), 0.0
             else:
                 left, cut = mass * end_out, mass * rest
-            nodes[node_id] = _expanded(node, kept_end, left, cut, mass * best_out, h[row].item(), v[row].item())
+            nodes[node_id] = _expanded(node, kept_end, left, cut, mass * best_out, h[row % LOGPROB_ROWS].item(),
+                                       v[row % LOGPROB_ROWS].item())
         expansions += len(batch)
         if progress is not None:
             progress(expansions / settings.budget, f"{expansions:,} of {settings.budget:,} prefixes expanded",

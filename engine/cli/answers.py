@@ -174,6 +174,27 @@ def _show(text: str) -> str:
     return repr(text) if text else "'' (the empty answer)"
 
 
+PROGRESS_SECONDS = 2.0      # a terminal gets a progress line at most this often
+
+
+def terminal_progress(stream=None):
+    """explore's progress as a line on a terminal's standard error every few seconds (a long run at the maxima
+    shows it is working; Ctrl-C stops it); nothing when standard error is not a terminal."""
+    import sys
+    import time
+
+    stream = stream if stream is not None else sys.stderr
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    shown = [time.monotonic()]
+
+    def progress(fraction, line, snapshot) -> None:
+        if time.monotonic() - shown[0] >= PROGRESS_SECONDS:
+            shown[0] = time.monotonic()
+            print(f"[{min(fraction, 1.0):4.0%}] {line}", file=stream, flush=True)
+    return progress
+
+
 def answers_main(args, read_prompt, check_prompt, load) -> int:
     """The command: settings checked before the model loads; errors as one line."""
     from engine.errors import DecodeScopeError
@@ -193,7 +214,7 @@ def answers_main(args, read_prompt, check_prompt, load) -> int:
         lm = load(args)
         try:
             run = explore(lm, args.prompt, settings, chat=args.chat, beams=beams, samples=args.samples,
-                          seed=args.seed)
+                          seed=args.seed, progress=terminal_progress())
         except ConfigError as exc:       # a setting the run checks against the model: named as its flag
             if exc.param not in ("depth", "beams", "seed"):
                 raise

@@ -6,6 +6,7 @@ record.py   one step's tensors turned into plain records (candidates, fed-back v
 runner.py   the skeleton every decode shares: prefill, a pass per step, records, the trace;
 decoder.py  one sequence: greedy, sampling, the expected embedding, Gumbel-softmax;
 beam.py     beam search as transformers runs it, with every expansion recorded;
+shared_prefix.py  many rows continuing one prompt over a single copy of its keys and values;
 lanes.py    several single-sequence decodes of one prompt in one batch;
 stepper.py  Step by step's state: decodes in progress, a cursor and branches;
 rerank.py   a recorded beam search re-ranked under another length penalty, without decoding.

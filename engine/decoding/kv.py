@@ -13,7 +13,8 @@ BLOCK_SIZE = 16
 
 
 def cache_size(past) -> tuple[int, int, int]:
-    """(batch rows, tokens per row, bytes) of a transformers cache, read off its tensors."""
+    """(batch rows, tokens per row, bytes) of a transformers cache, read off its tensors. Rows that share one
+    copy of their prompt (engine.decoding.shared_prefix) count it in each row, as a cache of their own would hold it."""
     if past is None:
         return 0, 0, 0
     layers = getattr(past, "layers", None)
@@ -21,15 +22,31 @@ def cache_size(past) -> tuple[int, int, int]:
     batch = tokens = 0
     if layers:
         for layer in layers:
-            for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
-                if t is not None and t.numel():
-                    total += t.numel() * t.element_size()
-                    batch, tokens = t.shape[0], t.shape[-2]
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if t is None:
+                    continue
+                length = t.shape[-2] + _shared_length(layer, name)
+                if length and t.shape[0]:
+                    total += t.shape[0] * t.shape[1] * length * t.shape[-1] * t.element_size()
+                    batch, tokens = t.shape[0], length
     else:  # legacy tuple of (key, value) per layer
         for k, v in past:
             total += k.numel() * k.element_size() + v.numel() * v.element_size()
             batch, tokens = k.shape[0], k.shape[-2]
     return batch, tokens, total
+
+
+def _shared_length(layer, name: str) -> int:
+    """Positions of a shared prompt in front of a layer's own rows (0 for a plain layer); a sliding window
+    counts what its own cache would keep, its last window - 1 positions."""
+    prefix = getattr(layer, f"prefix_{name}", None)
+    if prefix is None:
+        return 0
+    own = getattr(layer, name).shape[-2]
+    window = getattr(layer, "sliding_window", None)
+    whole = prefix.shape[-2] + own
+    return (min(whole, window - 1) if window else whole) - own
 
 
 @dataclass(frozen=True)

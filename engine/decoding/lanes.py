@@ -4,7 +4,8 @@ This is the shared-prefix point made concrete. Each lane (greedy, a sampling var
 gumbel) is a `Decoder` with its own processors and its own seeded generator; only the forward
 pass is shared:
   1. prefill the prompt once, as a batch of one;
-  2. copy that KV cache to one row per lane (`batch_repeat_interleave`);
+  2. give every lane a row over that one copy of the prompt's keys and values (engine.decoding.shared_prefix: nothing
+     copied per lane; a cache that cannot be shared is copied per lane with `batch_repeat_interleave`);
   3. each step, every lane's next input becomes one row of `inputs_embeds` through
      `LoadedModel.model_inputs`: a token id through the model's own embedding layer, a soft or
      Gumbel vector with the same scaling that layer applies (Gemma's sqrt(hidden)), exactly as alone;
@@ -25,6 +26,7 @@ from engine.errors import ConfigError
 from engine.decoding.kv import cache_size
 from engine.model import LoadedModel
 from engine.decoding.runner import Forward, forward_kwargs
+from engine.decoding.shared_prefix import shareable, shared_rows
 from engine.trace import Step, Trace
 
 OnStep = Callable[[int, Step], bool | None]   # (lane index, its new step) -> False to stop
@@ -64,8 +66,11 @@ class LaneBatch:
             prefill_s = time.perf_counter() - t0
             _, rows, nbytes = cache_size(out.past_key_values)
             logits = out.logits[:, -1].to("cpu", torch.float32).expand(n, -1)         # every lane sees the same
-            out.past_key_values.batch_repeat_interleave(n)
-            self._past = out.past_key_values
+            if shareable(out.past_key_values):
+                self._past = shared_rows(out.past_key_values, n)
+            else:
+                out.past_key_values.batch_repeat_interleave(n)
+                self._past = out.past_key_values
             appended = ids.shape[1]
         else:
             embeds = torch.cat([self._input_row(lane) for lane in self.lanes])         # [n, 1, hidden]

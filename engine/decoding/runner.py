@@ -84,6 +84,7 @@ class Runner:
         self.steps: list[Step] = []
         self.finished = False
         self._past = None                 # the transformers cache after the last forward pass
+        self._start = None                # a prompt's pass run elsewhere, taken as the prefill (start_from)
         self._fwd = forward_kwargs(lm.model)
         self._t0 = time.perf_counter()
         self._prefill_s = 0.0
@@ -110,10 +111,25 @@ class Runner:
         """One step of this strategy: forward, shape, choose, and set `finished`."""
         raise NotImplementedError
 
+    def start_from(self, prompt) -> "Runner":
+        """Take the prompt's forward pass from `prompt` (engine.answers.passes.PromptCache, of these prompt ids)
+        instead of running it again: its logits, and its keys and values shared by every row (a beam search's
+        B rows hold one copy of the prompt). The steps are the ones a prefill of their own gives."""
+        if list(prompt.prompt_ids) != list(self.prompt_ids) or self._past is not None:
+            raise ValueError("start_from: a pass over other prompt ids, or a decode already under way")
+        self._start = prompt
+        return self
+
     def forward(self, **inputs) -> Forward:
         """inputs: `input_ids` [rows, n] or `inputs_embeds` [rows, n, hidden]; n = prompt length at prefill."""
         t0 = time.perf_counter()
         prefill = self._past is None
+        if prefill and self._start is not None:
+            rows, length = next(iter(inputs.values())).shape[:2]
+            self._past = self._start.rows_cache(rows)
+            _, cached, nbytes = cache_size(self._past)
+            return Forward(logits=self._start.logits.expand(rows, -1).clone(), appended=rows * length,
+                           cache_rows=cached, cache_bytes=nbytes)
         device = self.lm.device
         inputs = {k: v.to(device) for k, v in inputs.items()}       # records stay on the CPU; the model may not
         out = self.lm.model(**inputs, past_key_values=self._past, use_cache=True, **self._fwd)

@@ -21,12 +21,16 @@ characters, as llama.cpp cuts them (it counts bytes).
 """
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import math
 from dataclasses import dataclass, field
 
 import torch
 
 from engine.samplers.chain import NEG_INF, ChainStage, finite_count
+from engine.errors import ConfigError
 
 FLOAT_MAX_LOG = 88.7228391      # llama.cpp's clamp of DRY's exponent: base ** exponent stays a float
 FIRST_LOOK = 256                # tokens ranked before a full sort, as llama.cpp's top-p tries first
@@ -110,20 +114,87 @@ def split_rests(text: str, breaker: str) -> list:
     return [breaker[k:] for k in range(min(len(text), len(breaker) - 1), 0, -1) if text.endswith(breaker[:k])]
 
 
+MAX_SPLIT_PAIRS = 1_000_000     # (head, rest) pairs the split breakers may give in one vocabulary
+
+
+class Vocabulary:
+    """A vocabulary's texts indexed once for the breaker scan: joined by a separator no breaker holds (each
+    breaker is then one C-level search of the whole vocabulary), and reversed and sorted (the tokens that end
+    with a string are one run of that order, found by bisection). The scan's Python work is then the tokens it
+    finds, not the vocabulary times the breakers (64 breakers of 40 characters on Gemma's 262,144 texts took
+    20 s)."""
+
+    def __init__(self, token_texts):
+        texts = list(token_texts)
+        self.texts = texts
+        chars = set("".join(texts))
+        self.separator = next(chr(c) for c in range(1, 0x110000) if chr(c) not in chars)
+        self.joined = self.separator.join(texts)
+        self.starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+
+    @functools.cached_property
+    def _by_ending(self) -> tuple:
+        """(the texts reversed, sorted; their ids): built for the first breaker that can be split."""
+        order = sorted(range(len(self.texts)), key=lambda i: self.texts[i][::-1])
+        return [self.texts[i][::-1] for i in order], order
+
+    def holding(self, breakers: tuple) -> set:
+        """The ids of the tokens whose text holds one of `breakers` (none of which holds the separator)."""
+        found = set()
+        for breaker in breakers:
+            at = self.joined.find(breaker)
+            while at >= 0:
+                token = bisect.bisect_right(self.starts, at) - 1
+                found.add(token)
+                at = self.joined.find(breaker, self.starts[token + 1] if token + 1 < len(self.starts)
+                                      else len(self.joined))
+        return found
+
+    def ending_with(self, suffix: str):
+        """The ids of the tokens whose text ends with `suffix`."""
+        key = suffix[::-1]
+        endings, ids = self._by_ending
+        i = bisect.bisect_left(endings, key)
+        while i < len(endings) and endings[i].startswith(key):
+            yield ids[i]
+            i += 1
+
+
+_VOCABULARIES: dict = {}    # id of a vocabulary's texts -> (those texts, Vocabulary)
+
+
+def vocabulary(token_texts) -> Vocabulary:
+    kept = _VOCABULARIES.get(id(token_texts))
+    if kept is None or kept[0] is not token_texts:
+        if len(_VOCABULARIES) >= 4:
+            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+        kept = _VOCABULARIES[id(token_texts)] = (token_texts, Vocabulary(token_texts))
+    return kept[1]
+
+
 def scan_breakers(token_texts, breakers: tuple, tokenize=None) -> BreakerTokens:
-    """One pass over the vocabulary for the whole breakers, and one for each breaker that can be split
-    (get_overlapping_token_sequences for each breaker). Without `tokenize` only the whole ones are found; a
-    breaker of one character can never be split, so the default breakers cost the first pass alone."""
-    breakers = tuple(b[:BREAKER_CHARS] for b in breakers if b)
-    whole = {i for i, text in enumerate(token_texts) if any(b in text for b in breakers)}
+    """The whole breakers' tokens, and for each breaker that can be split the tokens ending with one of its
+    beginnings and the tokens of the rest (get_overlapping_token_sequences for each breaker). Without
+    `tokenize` only the whole ones are found. Refuses (ConfigError) breakers that split over more than
+    MAX_SPLIT_PAIRS pairs."""
+    breakers = tuple(dict.fromkeys(b[:BREAKER_CHARS] for b in breakers if b))
+    index = vocabulary(token_texts)
+    whole = index.holding(tuple(b for b in breakers if index.separator not in b))   # (no text holds the others)
     tails: dict = {}
+    pairs = 0
     for breaker in (b for b in breakers if len(b) > 1 and tokenize is not None):
-        beginnings = tuple(breaker[:k] for k in range(1, len(breaker)))    # a head ends with one of these
         rests: dict = {}
-        for i, text in enumerate(token_texts):
-            if not text.endswith(beginnings):
-                continue
-            for rest in split_rests(text, breaker):
+        for k in range(len(breaker) - 1, 0, -1):          # the longest beginning first, as split_rests
+            rest = breaker[k:]
+            for i in index.ending_with(breaker[:k]):
+                if breaker in index.texts[i]:             # a breaker by itself, not a head
+                    continue
+                pairs += 1
+                if pairs > MAX_SPLIT_PAIRS:
+                    raise ConfigError("dry_sequence_breakers", "dry_sequence_breakers: these breakers split over "
+                                      f"more than {MAX_SPLIT_PAIRS:,} pairs of tokens in this vocabulary (each "
+                                      "token ending with a breaker's beginning is one); use fewer or other "
+                                      "breakers")
                 if rest not in rests:
                     rests[rest] = tuple(int(t) for t in tokenize(rest))[:BREAKER_TAIL]
                 if rests[rest]:

@@ -40,6 +40,7 @@ LLAMA = [*SAMPLE, "--sampler-order", "llama.cpp"]
     ([*LLAMA, "--mirostat-tau", "0"], ["--mirostat-tau", "(0, 100] bits"]),
     ([*LLAMA, "--mirostat-eta", "2"], ["--mirostat-eta", "(0, 1]"]),
     ([*LLAMA, "--samplers", "top_k;nucleus"], ["--samplers", "'nucleus' is not one of llama.cpp's samplers"]),
+    ([*LLAMA, "--samplers", ";".join(["dry"] * 1000)], ["--samplers", "'dry' is listed 1,000 times", "at most twice"]),
     ([*LLAMA, "--top-n-sigma", "nan"], ["--top-n-sigma", "finite"]),
     ([*SAMPLE, "--sampler-order", "sglang"], ["--sampler-order", "invalid choice", "vllm"]),
     # a setting the order's engine lacks: named, with the order that has it
