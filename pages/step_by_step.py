@@ -11,11 +11,12 @@ from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
 from ui.export import export_bar
+from ui.engine_words import engine_text
 from ui.i18n import language, t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, presenting, shortcut, upcoming_chart
-from ui.results import keep_or_stop, show_error
+from ui.results import keep_or_stop
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, rerun, sync_url
 from ui.shared_model import get_lm
@@ -97,7 +98,7 @@ def _do(action, *args):
     try:
         getattr(stepper, action)(*args)
     except DecodeScopeError as exc:
-        S["sbs_error"] = str(exc)
+        S["sbs_error"] = engine_text(exc)      # Markdown, in the reader's language
     S["sbs_slider"] = stepper.cursor + 1
 
 
@@ -264,7 +265,7 @@ def _branch_controls(event, step) -> None:
     try:
         stepper.branch(picked)
     except DecodeScopeError as exc:
-        show_error(str(exc))
+        st.error(engine_text(exc))
     else:
         if len(stepper.branches) == before and picked == step.chosen_ids[0]:
             st.info(t("step.branch_same"))
@@ -322,7 +323,7 @@ def stepper_panel():
         rerun()                        # Play, Pause or the loop-escape button: the page around changes too
     playing = _play_tick()
     if S.get("sbs_error"):
-        show_error(S.pop("sbs_error"))
+        st.error(S.pop("sbs_error"))
     sync_url(step=stepper.cursor + 1)        # a copied address opens on the step on screen
     _controls(playing)
 

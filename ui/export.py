@@ -10,6 +10,7 @@ from engine import Trace, TraceFormatError
 from engine.lesson import lesson_html
 from engine.lesson.notes import MAX_NOTE, MAX_TITLE
 from figures.labels import for_markdown
+from ui.engine_words import detail_text
 from ui.i18n import language, t
 
 
@@ -123,7 +124,7 @@ def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
         return None
     trace, error = _read_once(key, uploaded)
     if error is not None:
-        box.error(t("export.bad_trace", name=for_markdown(uploaded.name[:NAME_CHARS]), error=for_markdown(error)))
+        box.error(t("export.bad_trace", name=for_markdown(uploaded.name[:NAME_CHARS]), error=detail_text(error)))
         return None
     problem = refuse(trace) if refuse is not None else None
     if problem:

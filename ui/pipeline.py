@@ -27,6 +27,7 @@ from figures.lens import lens_figure
 from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.stages import SETTING_WORDS, stage_label, stages_figure
 from ui.chart import show_figure
+from ui.engine_words import engine_text
 from ui.i18n import t
 from ui.present import sized
 from ui.results import cached
@@ -137,7 +138,7 @@ def render_orders(step, config, key: str, inputs, token_texts, tokenize=None) ->
         identity = (step.index, tuple(c.token_id for c in step.candidates), step.chosen_ids[0], config.steps_key())
         context, logits, prompt_length = cached(f"{key}_orders_inputs", identity, inputs)
     except DecodeScopeError as exc:
-        st.info(str(exc))
+        st.info(engine_text(exc))
         return
     # mirostat's μ at this step, as the decode recorded it: the chain recomputed here starts from it
     mu = next((s.state.get("mu") for s in step.stages if s.name == "mirostat" and getattr(s, "state", None)), None)
@@ -271,7 +272,7 @@ def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
         try:       # the columns of earlier steps are reused: only new steps are projected onto the vocabulary
             lens = lens_of_trace(lm, trace, previous=previous if model == lm.name else None)
         except DecodeScopeError as exc:      # say why and leave the panel
-            st.info(str(exc))
+            st.info(engine_text(exc))
             return
         st.session_state[f"{key}_lens"] = (lm.name, lens)
         column = lens.column_of(cursor)

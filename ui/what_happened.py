@@ -25,6 +25,7 @@ from engine.explain import replay_greedy, replay_summary, timeline
 from engine.explain import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from figures.served import served_facts
+from ui.engine_words import engine_text
 from ui.i18n import t
 
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
@@ -231,7 +232,7 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
                                  "without": replay_summary(trace, without, step, sequence),
                                  "kept": replay_summary(trace, kept, step, sequence)}
             except DecodeScopeError as exc:
-                st.error(for_markdown(str(exc)))
+                st.error(engine_text(exc))
     if trace.config.strategy in FEEDBACK_STRATEGIES:
         st.caption(t("explain.replay_soft"))
     result = S.get(result_key)

@@ -47,7 +47,8 @@ class SampleSummary:
 def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: int, seed: int = 0) -> SampleSummary:
     """n samples from the tree's distribution, drawn together one token a step with a seeded generator."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
-        raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
+        raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}",
+                          "whole_number", name="samples", most=MAX_SAMPLES, got=repr(n)[:40])
     settings.check()
     generator = torch.Generator().manual_seed(int(seed))
     ends = end_ids(lm)

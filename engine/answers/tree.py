@@ -46,7 +46,8 @@ class TreeSettings:
         for name, value, top in (("depth", self.depth, MAX_DEPTH), ("budget", self.budget, MAX_BUDGET),
                                  ("branch", self.branch, MAX_BRANCH), ("batch", self.batch, MAX_BATCH)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise ConfigError(name, f"{name}: must be a whole number from 1 to {top}, got {value!r}")
+                raise ConfigError(name, f"{name}: must be a whole number from 1 to {top}, got {value!r}",
+                                  "whole_number", name=name, most=top, got=repr(value)[:40])
         self.distribution.check()
         return self
 
@@ -175,7 +176,7 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
     t0 = time.perf_counter()
     dist, ends = settings.distribution, end_ids(lm)
     if not ends:
-        raise ConfigError("model", "model: has no end-of-text token, so no answer can end")
+        raise ConfigError("model", "model: has no end-of-text token, so no answer can end", "no_end_token")
     end_index = torch.tensor(ends)
     prompt = PromptCache(lm, prompt_ids)
     kept_rows = prompt.fits_window(settings.depth)
