@@ -16,8 +16,17 @@
   var STRIP = 150;                        // px of the strip under the chart (rounds, or Z per step)     // characters of a token's text on the chart's axis
   var $ = function (id) { return document.getElementById(id); };
 
+  // English nouns after a count, and their singular: "1 tokens kept" reads "1 token kept" (as the app says it)
+  var SINGULAR = {tokens: "token", steps: "step", beams: "beam", candidates: "candidate", rounds: "round"};
   function T(key, values) {
+    var english = !L.texts[lang][key] || lang === "en";
     var text = L.texts[lang][key] || L.texts.en[key] || key;
+    if (english && values) {
+      text = text.replace(/\{(\w+)\} ([a-z]+)/g, function (whole, name, noun) {
+        var one = values[name] === 1 || values[name] === "1";
+        return one && SINGULAR[noun] ? "{" + name + "} " + SINGULAR[noun] : whole;
+      });
+    }
     return text.replace(/\{(\w+)\}/g, function (whole, name) {
       return values && values[name] !== undefined ? String(values[name]) : whole;
     });

@@ -300,3 +300,14 @@ def test_the_strip_shows_z_per_step_and_where_each_speculative_token_came_from(b
         check_step(lesson, trace, s)
     lesson.shot("speculative-1280x720")
     lesson.close()
+
+
+def test_a_stage_that_keeps_one_token_says_token(browser, llama, tmp_path):
+    """Top-k 1 keeps one token: the stage line reads '1 token kept' in English, not '1 tokens kept'."""
+    trace = decode(llama, "Once upon", DecodeConfig(strategy="sample", top_k=1, max_new_tokens=2, seed=1))
+    path = tmp_path / "top-k-1.html"
+    path.write_text(lesson_html(trace), encoding="utf-8")
+    lesson = Opened(browser, path, WIDE)
+    facts = lesson.page.text_content("#facts")
+    assert "top-k 1: 1 token kept" in facts and "1 tokens" not in facts, facts
+    lesson.close()
