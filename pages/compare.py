@@ -159,7 +159,7 @@ for key, name, tr in shown:
         else:
             part_text = t("compare.parts_at", step=part + 1)
         st.markdown(f"**{for_markdown(name)}** · {t('compare.total_logprob')} **{tr.best.cum_logprob:.2f}** · "
-                    f"{t('compare.mean_entropy')} **{entropy:.2f}** nats · {part_text}")
+                    f"{t('compare.mean_entropy')} **{entropy:.2f}** {t('step.unit_nats')} · {part_text}")
         st.html(token_html(tokens_of(tr), mode=mode, mark_step=part, current_step=highlight, words=words,
                            flagged=flagged_steps(tr)))
         if key == "beam":

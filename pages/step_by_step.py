@@ -23,10 +23,11 @@ from ui.shared_model import get_lm
 from ui.sidebar import connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
-from ui.uncertainty import render_uncertainty
+from ui.uncertainty import chosen_unit, in_unit, render_uncertainty, unit_word
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
+UNCERTAINTY = "sbs_uncertainty"     # the uncertainty panel's key: its nats / bits switch sets the metrics too
 PLAY_STEP_SECONDS = 0.1            # Play's pace: ten steps a second, where the machine and the browser keep up
 PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after each drawing; the server-side
                                    # sleep in _play_tick sets the pace, so a longer timer only adds to each tick
@@ -218,9 +219,12 @@ def _step_chart(step, forced_here):
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
     with facts_col:
-        st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
+        unit = chosen_unit(UNCERTAINTY)            # the panel's nats / bits switch, below, sets these too
+        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.2f} {unit_word(unit)}",
+                  help=t("step.entropy_help"))
         if not math.isnan(step.varentropy):
-            st.metric(t("step.varentropy"), f"{step.varentropy:.2f} nats²", help=t("step.varentropy_help"))
+            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.2f} {unit_word(unit)}²",
+                      help=t("step.varentropy_help"))
         if chosen is not None:
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
@@ -304,7 +308,7 @@ def _text(trace, branch, playing: bool) -> None:
 
 def _panels(trace, fig) -> None:
     """The panels too slow for Play's ticks: the lens, what happened, the way out of a loop, and export."""
-    render_uncertainty(trace, stepper.cursor, key="sbs_uncertainty")
+    render_uncertainty(trace, stepper.cursor, key=UNCERTAINTY)
     render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
     jump = render_what_happened(trace, key_prefix="sbs_wh")
     if jump is not None and jump != stepper.cursor:

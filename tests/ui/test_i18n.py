@@ -165,7 +165,7 @@ def test_a_count_of_one_takes_the_singular_noun(values, expected):
 
     text = singular("temperature 0.7 kept {kept} tokens covering {mass} of the mass", values, "en")
     assert text.format(**values) == expected
-    assert singular("{kept} 个词元", values, "zh") == "{kept} 个词元"        # Chinese has no plural form
+    assert singular("{kept} 个 token", values, "zh") == "{kept} 个 token"        # Chinese has no plural form
 
 
 def test_a_sentence_whose_verb_changes_with_one_has_its_own_wording(monkeypatch):
@@ -177,3 +177,14 @@ def test_a_sentence_whose_verb_changes_with_one_has_its_own_wording(monkeypatch)
     three = ui.i18n.t("answers.certified", k=3, depth=8)
     assert "the top answer in this table is" in one and "top 1 answers" not in one
     assert "the top 3 answers in this table are" in three
+
+
+def test_chinese_texts_use_one_word_for_a_token_and_for_nats():
+    """One word each across the Chinese texts (the lesson file's included): 'token', as most of them say, never
+    '词元' beside it; the unit nats as 奈特 (bits 比特); and no English field name ('prompt：') opening a sentence."""
+    mixed = {}
+    for path in sorted((TEXTS / "zh").glob("*.json")):
+        for key, text in _load("zh", path.stem).items():
+            if "词元" in text or re.search(r"\bnats\b", text) or re.match(r"(prompt|reference)：", text):
+                mixed[f"{path.stem}.{key}"] = text[:60]
+    assert not mixed, mixed
