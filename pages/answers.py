@@ -13,6 +13,7 @@ from figures.answers import icicle, uncertainty_map
 from figures.labels import for_markdown, visible
 from ui.answers_run import explore_watched, kept
 from ui.chart import show_figure
+from ui.export import answers_file_name
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
@@ -197,5 +198,5 @@ if tree.answers:
 st.caption(t("answers.grouping_note"))
 
 # ---- save ------------------------------------------------------------------------------------------
-st.download_button(t("answers.download"), data=lambda: to_json(run), file_name="decodescope-answers.json",
+st.download_button(t("answers.download"), data=lambda: to_json(run), file_name=answers_file_name(run),
                    mime="application/json", key="wa_download", icon="💾", on_click="ignore")
