@@ -94,6 +94,7 @@ def presenting() -> bool:
 
 
 PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
+BAR_LABEL_MIN = 14  # px: the smallest a label inside a bar may shrink to in presentation mode
 # The height a page's main figure starts at in presentation mode, before the browser has measured the window:
 # what a 1280x720 projector leaves below the title, the row of buttons and the stepping controls (about 260 px).
 STAGE_HEIGHT = 450
@@ -125,6 +126,11 @@ def sized(fig, main: bool = False):
         for note in fig.layout.annotations:
             if note.font.size is not None:
                 note.font.size = round(note.font.size * scale)
+        # a label inside a bar shrinks to fit it, down to 9 px on a projector: at most to BAR_LABEL_MIN, and a
+        # label that does not fit at that size is left to the hover
+        if any(trace.type == "bar" and trace.text is not None for trace in fig.data):
+            least = max(round((fig.layout.uniformtext.minsize or 0) * scale), BAR_LABEL_MIN)
+            fig.update_layout(uniformtext=dict(minsize=least, mode="hide"))
     return fig
 
 
