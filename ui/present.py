@@ -12,6 +12,7 @@ import re
 import streamlit as st
 
 from ui.chart import show_figure, show_upcoming
+from ui.history import one_entry_per_action
 from ui.i18n import t
 from ui.settings import sync_url, url_value
 
@@ -222,6 +223,7 @@ def presentation_controls():
     with st.container(key="page_style"):
         st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
         st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
+        one_entry_per_action()          # address writes that follow a navigation join its history entry
         if on:
             st.markdown(STYLESHEET, unsafe_allow_html=True)
             st.html(_FIT_STAGE, unsafe_allow_javascript=True)
