@@ -14,6 +14,7 @@ import streamlit as st
 from ui.chart import show_figure, show_upcoming
 from ui.history import one_entry_per_action
 from ui.i18n import t
+from ui.reconnect import offline_words
 from ui.settings import sync_url, url_value
 
 KEY = "present"
@@ -224,6 +225,7 @@ def presentation_controls():
         st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
         st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
         one_entry_per_action()          # address writes that follow a navigation join its history entry
+        offline_words()                 # the connection-lost dialog in the page's words and language
         if on:
             st.markdown(STYLESHEET, unsafe_allow_html=True)
             st.html(_FIT_STAGE, unsafe_allow_javascript=True)
