@@ -213,8 +213,8 @@ class DecodeConfig:
 
     def validate(self, vocab_size: int | None = None) -> "DecodeConfig":
         """Raise ConfigError naming the first parameter out of range; return self."""
-        def bad(param, message):
-            raise ConfigError(param, f"{param}: {message}")
+        def bad(param, message, reason="setting", **values):
+            raise ConfigError(param, f"{param}: {message}", reason, name=param, detail=message, **values)
 
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -319,7 +319,8 @@ class DecodeConfig:
         breakers = dry_breakers(self.dry_sequence_breakers)
         if breakers is None:
             bad("dry_sequence_breakers", "must be a JSON list of at most 64 strings of 1 to 40 characters, got "
-                                         f"'{str(self.dry_sequence_breakers)[:40]}'")
+                                         f"'{str(self.dry_sequence_breakers)[:40]}'", "dry_breakers",
+                got=str(self.dry_sequence_breakers)[:40])
         if self.samplers:
             names = [name.strip() for name in self.samplers.split(";")]
             unknown = [name for name in names if name not in LLAMA_CPP_SAMPLERS]

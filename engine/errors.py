@@ -2,17 +2,21 @@
 
 
 class DecodeScopeError(Exception):
-    """Base class: the message is meant to be shown to a person as it is."""
+    """Base class: the message is meant to be shown to a person as it is. `reason` (a short name of what was
+    wrong) and `values` (what fills its sentence in) let a page say it in the reader's language instead."""
+
+    def __init__(self, message: str = "", reason: str = "", /, **values):
+        super().__init__(message)
+        self.reason = reason
+        self.values = values
 
 
 class ConfigError(DecodeScopeError, ValueError):
     """A decoding parameter or the prompt is out of range; `param` names it."""
 
     def __init__(self, param: str, message: str, reason: str = "", /, **values):
-        super().__init__(message)
+        super().__init__(message, reason, **values)
         self.param = param
-        self.reason = reason          # a short name of what was wrong, for a page that says it in its own words
-        self.values = values          # what fills that page's sentence in
 
 
 class ModelLoadError(DecodeScopeError):

@@ -75,10 +75,12 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN, config
         extra = [i for i in order if step.candidates[i].token_id == chosen and i not in picked]
         picked += extra
     fig = go.Figure()
+    top = 0.0
     for n, i in enumerate(picked):
         cand = step.candidates[i]
         ys = [cand.prob] + [s.probs[i] if i < len(s.probs) else None for s in step.stages]
         is_chosen = cand.token_id == chosen
+        top = max([top, *(y for y in ys if y is not None and math.isfinite(y))])
         name = f"{cand.rank}. {for_plotly(cand.text)}" + (f" ({words['chosen']})" if is_chosen else "")
         fig.add_scatter(x=list(range(len(labels))), y=ys, mode="lines+markers", name=name,
                         line=dict(color=CHOSEN if is_chosen else PALETTE[n % len(PALETTE)],
@@ -91,12 +93,18 @@ def stages_figure(step, *, texts: dict | None = None, shown: int = SHOWN, config
         title=dict(text=words["title"].format(step=step.index + 1), y=0.97, yref="container", yanchor="top"),
         height=430, margin=dict(l=60, r=20, t=80, b=80),
         xaxis=dict(title=dict(text=words["x"]), tickmode="array", tickvals=list(range(len(labels))), ticktext=ticks),
-        yaxis=dict(title=dict(text=words["y"]), range=[0, 1.02]),
+        yaxis=dict(title=dict(text=words["y"]), range=[0, axis_top(top)]),
         legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"), hovermode="closest")
     if many:     # the legend above the plot, which keeps the window's width for the stages
         fig.update_layout(height=500, margin=dict(l=60, r=20, t=120, b=110), xaxis_tickangle=0,
                           legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     return fig
+
+
+def axis_top(top: float) -> float:
+    """The probability axis's top: a tenth above the highest point drawn, so lines of a flat distribution (all
+    under 0.05) spread over the plot instead of lying along its floor; never above 1.02 nor under 0.01."""
+    return min(1.02, max(top * 1.1, 0.01))
 
 
 def _count(n: int, short: bool) -> str:

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 BITS = math.log(2)
 
 
-def uncertainty_strip(steps, cursor: int, labels: dict, unit: str = "nats") -> go.Figure:
+def uncertainty_strip(steps, cursor: int, labels: dict, unit: str = "nats", unit_word: str | None = None) -> go.Figure:
     """Two rows of bars over the steps (numbered from 1): H above, V below; the step on screen darker."""
     scale = BITS if unit == "bits" else 1.0
     xs = [s.index + 1 for s in steps]
@@ -27,8 +27,9 @@ def uncertainty_strip(steps, cursor: int, labels: dict, unit: str = "nats") -> g
     fig.add_trace(go.Bar(x=xs, y=v, marker_color=["#a63603" if s.index == cursor else "#fdae6b" for s in steps],
                          name=labels["varentropy"],
                          hovertemplate=labels["step"] + " %{x}<br>V %{y:.3f}<extra></extra>"), row=2, col=1)
-    fig.update_yaxes(title_text=f"H ({unit})", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text=f"V ({unit}²)", rangemode="tozero", row=2, col=1)
+    word = unit_word or unit             # the unit's name in the reader's language
+    fig.update_yaxes(title_text=f"H ({word})", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=f"V ({word}²)", rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text=labels["step"], row=2, col=1, dtick=1 if len(xs) <= 30 else None)
     fig.update_layout(height=300, showlegend=False, margin=dict(l=10, r=10, t=40, b=10), bargap=0.15,
                       title=dict(text=labels["title"], y=1.0, yref="container", yanchor="top", pad=dict(t=10)))

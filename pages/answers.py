@@ -18,6 +18,7 @@ from ui.answers_run import explore_watched, kept, shared_run
 from ui.answers_saved import live_settings, show_saved_run
 from ui.chart import show_figure
 from ui.file_text import isolated
+from ui.export import answers_file_name
 from ui.i18n import t
 from ui.page import open_page, shared_model
 from ui.present import main_chart, scroll_to_section, sized
@@ -217,5 +218,5 @@ st.caption(t("answers.grouping_note"))
 run = agreement_section(run)        # MBR and self-consistency beside the mode; the run keeps its settings
 
 # ---- save ------------------------------------------------------------------------------------------
-st.download_button(t("answers.download"), data=lambda: to_json(run), file_name="decodescope-answers.json",
+st.download_button(t("answers.download"), data=lambda: to_json(run), file_name=answers_file_name(run),
                    mime="application/json", key="wa_download", icon="💾", on_click="ignore")

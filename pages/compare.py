@@ -7,11 +7,12 @@ from figures.compare import coinciding, lanes_figure, token_ids
 from figures.labels import for_markdown
 from engine.budget import SOFT_WIDTH, step_budget, tokens_within_budget
 from ui.export import export_bar
+from ui.engine_words import engine_text
 from ui.i18n import t
 from ui.page import open_page
 from ui.present import main_chart, stage
 from ui.progress import held, stopped_note, watched_decode, watched_lanes
-from ui.results import keep_or_stop, show_error
+from ui.results import keep_or_stop
 from ui.settings import DEFAULT_LANES, LANES, bounds, read, rerun, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import LIGHT_NEW_TOKENS, model_facts_panel
@@ -88,7 +89,7 @@ if chosen or uploaded is not None:
             if lane in last_good:
                 keep_or_stop(exc, have_previous=True)
             else:
-                show_error(f"{lane_name(lane)}: {exc}")
+                st.error(f"{for_markdown(lane_name(lane))}: {engine_text(exc)}")
     # the non-beam lanes in one batch (one prefill, a shared KV prefix); the beam lane on its own, through
     # the same service as Beam tree, so a search either page has run is answered from memory
     batch = [lane for lane in configs if configs[lane].strategy != "beam"]
@@ -158,7 +159,7 @@ for key, name, tr in shown:
         else:
             part_text = t("compare.parts_at", step=part + 1)
         st.markdown(f"**{for_markdown(name)}** · {t('compare.total_logprob')} **{tr.best.cum_logprob:.2f}** · "
-                    f"{t('compare.mean_entropy')} **{entropy:.2f}** nats · {part_text}")
+                    f"{t('compare.mean_entropy')} **{entropy:.2f}** {t('step.unit_nats')} · {part_text}")
         st.html(token_html(tokens_of(tr), mode=mode, mark_step=part, current_step=highlight, words=words,
                            flagged=flagged_steps(tr)))
         if key == "beam":

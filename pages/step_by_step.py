@@ -11,22 +11,24 @@ from figures.candidates import candidates_figure
 from figures.served import other_mass
 from figures.labels import for_markdown, visible
 from ui.export import export_bar
+from ui.engine_words import engine_text
 from ui.i18n import language, t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, presenting, shortcut, upcoming_chart
 from ui.replay import replay_to
-from ui.results import keep_or_stop, show_error
+from ui.results import keep_or_stop
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
 from ui.settings import read, rerun, sync_url
 from ui.shared_model import get_lm
 from ui.sidebar import connected_server, model_facts_panel, served_selected
 from ui.strategy import make_config, step_caption, strategy_controls
 from ui.token_view import legend_html, token_html, tokens_of
-from ui.uncertainty import render_uncertainty
+from ui.uncertainty import chosen_unit, in_unit, render_uncertainty, unit_word
 from ui.what_happened import flagged_steps, render_what_happened
 
 S = st.session_state
+UNCERTAINTY = "sbs_uncertainty"     # the uncertainty panel's key: its nats / bits switch sets the metrics too
 PLAY_STEP_SECONDS = 0.1            # Play's pace: ten steps a second, where the machine and the browser keep up
 PLAY_TIMER_SECONDS = 0.01          # the fragment's timer, started again after each drawing; the server-side
                                    # sleep in _play_tick sets the pace, so a longer timer only adds to each tick
@@ -98,7 +100,7 @@ def _do(action, *args):
     try:
         getattr(stepper, action)(*args)
     except DecodeScopeError as exc:
-        S["sbs_error"] = str(exc)
+        S["sbs_error"] = engine_text(exc)      # Markdown, in the reader's language
     S["sbs_slider"] = stepper.cursor + 1
 
 
@@ -160,7 +162,9 @@ def _play_tick() -> bool:
 
 def _controls(playing: bool) -> None:
     """First, Back, Next, Play and the step slider: callbacks that move the cursor before the panel is drawn."""
-    cols = st.columns([1.4, 1.2, 1.2, 1.2, 3.6])   # room for the labels and their shortcut hints
+    # room for each label beside its icon and its shortcut hint ("⏮ Reset Home" is the widest): at 1280 px with
+    # the sidebar open, a narrower first column showed "R… Home"
+    cols = st.columns([1.85, 1.25, 1.25, 1.25, 3.0])
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
                    help=t("step.reset_help"), disabled=recorded is not None, shortcut=shortcut("first"))
     cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
@@ -218,9 +222,12 @@ def _step_chart(step, forced_here):
         st.caption(step_caption(step, config, forced_here))
     chosen = step.chosen
     with facts_col:
-        st.metric(t("step.entropy"), f"{step.entropy:.2f} nats", help=t("step.entropy_help"))
+        unit = chosen_unit(UNCERTAINTY)            # the panel's nats / bits switch, below, sets these too
+        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.2f} {unit_word(unit)}",
+                  help=t("step.entropy_help"))
         if not math.isnan(step.varentropy):
-            st.metric(t("step.varentropy"), f"{step.varentropy:.2f} nats²", help=t("step.varentropy_help"))
+            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.2f} {unit_word(unit)}²",
+                      help=t("step.varentropy_help"))
         if chosen is not None:
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
             st.metric(t("step.chosen_logprob"), f"{chosen.logprob:.3f}", help=t("step.chosen_logprob_help"))
@@ -265,7 +272,7 @@ def _branch_controls(event, step) -> None:
     try:
         stepper.branch(picked)
     except DecodeScopeError as exc:
-        show_error(str(exc))
+        st.error(engine_text(exc))
     else:
         if len(stepper.branches) == before and picked == step.chosen_ids[0]:
             st.info(t("step.branch_same"))
@@ -304,7 +311,7 @@ def _text(trace, branch, playing: bool) -> None:
 
 def _panels(trace, fig) -> None:
     """The panels too slow for Play's ticks: the lens, what happened, the way out of a loop, and export."""
-    render_uncertainty(trace, stepper.cursor, key="sbs_uncertainty")
+    render_uncertainty(trace, stepper.cursor, key=UNCERTAINTY)
     render_lens(stepper.lm, trace, stepper.cursor, key="sbs_lens")
     jump = render_what_happened(trace, key_prefix="sbs_wh")
     if jump is not None and jump != stepper.cursor:
@@ -323,7 +330,7 @@ def stepper_panel():
         rerun()                        # Play, Pause or the loop-escape button: the page around changes too
     playing = _play_tick()
     if S.get("sbs_error"):
-        show_error(S.pop("sbs_error"))
+        st.error(S.pop("sbs_error"))
     sync_url(step=stepper.cursor + 1)        # a copied address opens on the step on screen
     _controls(playing)
 

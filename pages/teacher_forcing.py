@@ -14,11 +14,12 @@ from figures.teacher import epsilon_curve as epsilon_figure
 from figures.teacher import kl_lines, reference_bars, swap_strip
 from ui.chart import show_figure
 from ui.demo import DEMO_REFERENCES, demo_reference
+from ui.engine_words import engine_text
 from ui.i18n import t
 from ui.limits import reference_within_limit
 from ui.page import open_page
 from ui.present import main_chart, sized
-from ui.results import cached, show_error
+from ui.results import cached
 from ui.served import served_teacher
 from ui.settings import bounds, read, sync_long_text, sync_url
 from ui.shared_model import get_lm
@@ -58,13 +59,13 @@ def _use_sampled_reference() -> None:
     try:
         text = shared_service().decode(lm, settings.prompt, config).best.text
     except DecodeScopeError as exc:
-        S["tf_reference_error"] = str(exc)
+        S["tf_reference_error"] = engine_text(exc)     # Markdown, in the reader's language
         return
     if text.strip():
         S["tf_reference"] = text
         _bind_reference()
     else:
-        S["tf_reference_error"] = t("teacher.sampled_empty")
+        S["tf_reference_error"] = for_markdown(t("teacher.sampled_empty"))
 
 
 def written_for(reference: str) -> str:
@@ -84,7 +85,7 @@ if "tf_for" not in S or "tf_reference" not in S:
 reference = row["settings"].text_area(t("teacher.reference"), value=saved_reference, key="tf_reference",
                          height=90, help=t("teacher.reference_help"), on_change=_bind_reference)
 if S.get("tf_reference_error"):
-    show_error(S.pop("tf_reference_error"))       # it may name a model: shown literally
+    st.error(S.pop("tf_reference_error"))       # Markdown: a model it names is made literal
 # a long reference costs a forward pass and a free run as long as itself: refused before either
 reference = reference_within_limit(reference, lm)
 if served:

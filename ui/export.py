@@ -3,6 +3,7 @@ lesson file."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import streamlit as st
 
@@ -11,11 +12,27 @@ from engine.lesson import lesson_html
 from engine.lesson.notes import MAX_NOTE, MAX_TITLE
 from figures.labels import for_markdown
 from ui.file_text import isolated
+from ui.engine_words import detail_text
 from ui.i18n import language, t
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "trace"
+    """A file name's piece from a prompt: its letters and digits in any script (法国的首都是 stays itself), every
+    other run of characters one '-', at most 40 characters."""
+    return re.sub(r"[\W_]+", "-", text).strip("-")[:40].strip("-") or "trace"
+
+
+def answers_file_name(run, when: datetime | None = None) -> str:
+    """A Whole answers run's file name, from its prompt, its settings and the time it is saved, so that two
+    runs saved one after another do not take the same name: 'decodescope-answers-The-capital-of-France-is-
+    depth8-budget200-branch8-model-20260105-1430.json' ('sampler-t0.7-k0-p0.9-m0' for the sampler's)."""
+    settings = run.tree.settings
+    dist = settings.distribution
+    kind = "model" if dist.kind == "model" else \
+        f"sampler-t{dist.temperature:g}-k{dist.top_k}-p{dist.top_p:g}-m{dist.min_p:g}"
+    stamp = (when or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return (f"decodescope-answers-{_slug(run.prompt)}{'-chat' if run.chat else ''}-depth{settings.depth}-"
+            f"budget{settings.budget}-branch{settings.branch}-{kind}-{stamp}.json")
 
 
 def trace_file_name(trace: Trace, page: str) -> str:
@@ -123,7 +140,7 @@ def trace_upload(key: str, container=None, refuse=None) -> Trace | None:
         return None
     trace, error = _read_once(key, uploaded)
     if error is not None:
-        box.error(t("export.bad_trace", name=for_markdown(isolated(uploaded.name)), error=for_markdown(error)))
+        box.error(t("export.bad_trace", name=for_markdown(isolated(uploaded.name)), error=detail_text(error)))
         return None
     problem = refuse(trace) if refuse is not None else None
     if problem:

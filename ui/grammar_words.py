@@ -37,9 +37,11 @@ def verdict_text(verdict: str, values: dict) -> str:
 
 def error_text(exc: DecodeScopeError) -> str:
     """Markdown for a grammar that cannot be used: the page's own words where the engine named the reason, else
-    the engine's sentence, shown literally."""
+    the engine's sentence, shown literally; any other engine error as every page says it (ui.engine_words)."""
     if getattr(exc, "param", "") != "grammar":
-        return for_markdown(str(exc))
+        from ui.engine_words import engine_text     # (it quotes with this module's code())
+
+        return engine_text(exc)
     return reason_text(getattr(exc, "reason", ""), dict(getattr(exc, "values", {})), str(exc))
 
 

@@ -7,6 +7,7 @@ A test checks that every key exists in every language.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -55,6 +56,44 @@ def language() -> str:
 
 
 def t(key: str, **values) -> str:
-    """The text for `key` in the current language (English if missing, the key itself as a last resort)."""
-    text = texts(language()).get(key) or texts(DEFAULT_LANGUAGE).get(key) or key
-    return text.format(**values) if values else text
+    """The text for `key` in the current language (English if missing, the key itself as a last resort), with
+    its nouns agreeing with the counts put in (see singular)."""
+    lang = language()
+    text = texts(lang).get(key) or texts(DEFAULT_LANGUAGE).get(key) or key
+    if not values:
+        return text
+    variants = {name: texts(lang)[f"{key}__{name}_1"] for name in values if f"{key}__{name}_1" in texts(lang)}
+    return singular(text, values, lang, variants).format(**values)
+
+
+# English nouns that follow a count in the texts, and their singular ("1 tokens kept" reads "1 token kept")
+SINGULAR = {"tokens": "token", "answers": "answer", "steps": "step", "beams": "beam", "candidates": "candidate",
+            "samples": "sample", "prefixes": "prefix", "rounds": "round", "layers": "layer", "rows": "row",
+            "draws": "draw", "positions": "position", "expansions": "expansion", "choices": "choice",
+            "bytes": "byte", "times": "time", "nats": "nat", "bits": "bit", "groups": "group", "words": "word"}
+_COUNTED = re.compile(r"\{(\w+)(:[^}]*)?\}( [a-z]+)")
+
+
+def singular(text: str, values: dict, lang: str, variants: dict | None = None) -> str:
+    """`text` with each English noun after a count of 1 made singular; `variants`: the text's own wording for a
+    count of 1 where more than the noun changes, by the count's name (a key "certified__k_1" for k = 1: "the top
+    answer ... is"). Languages without plural forms are left as they are."""
+    if lang != "en":
+        return text
+    ones = {name for name, value in values.items() if _is_one(value)}
+    if not ones:
+        return text
+    for name in sorted(ones):
+        if name in (variants or {}):
+            text = variants[name]
+            break
+
+    def agree(m):
+        noun = m.group(3)[1:]
+        return m.group(0)[:-len(noun)] + SINGULAR[noun] if m.group(1) in ones and noun in SINGULAR else m.group(0)
+
+    return _COUNTED.sub(agree, text)
+
+
+def _is_one(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool) and value == 1) or value == "1"

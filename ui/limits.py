@@ -8,6 +8,7 @@ from engine import ConfigError
 from engine.config import MAX_NEW_TOKENS
 from engine.model import LoadedModel
 from engine.tokens import unpaired_surrogate
+from figures.labels import for_markdown
 from ui.i18n import t
 from ui.results import keep_or_stop
 from ui.shared_model import loaded_model
@@ -42,7 +43,7 @@ def prompt_within_limit(prompt: str, model: str) -> str:
         st.session_state["_last_good_prompt"] = prompt
         return prompt
     previous = st.session_state.get("_last_good_prompt")
-    keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None)
+    keep_or_stop(ConfigError("prompt", problem), have_previous=previous is not None, message=for_markdown(problem))
     return previous
 
 
@@ -67,5 +68,6 @@ def reference_within_limit(reference: str, lm: LoadedModel | None = None, url_ke
         return reference
     previous = st.session_state.get("_last_good_reference")
     st.query_params.pop(url_key, None)        # a refused text is no link to share (the page puts back a kept one)
-    keep_or_stop(ConfigError("reference", problem), have_previous=previous is not None)
+    keep_or_stop(ConfigError("reference", problem), have_previous=previous is not None,
+                 message=for_markdown(problem))
     return previous

@@ -17,6 +17,7 @@ from engine import DecodeScopeError, LoadedModel, Trace
 from engine.config import STAGE_NAMES as engine_stages
 from engine.config import WARPED_STRATEGIES
 from engine.explain.escape import TOKEN_STRATEGIES, escape_grid, loop_step, step_logits
+from engine.samplers.order_gap import largest_gap
 from engine.samplers.order import ORDERS, disputed
 from engine.samplers.stages import chain_in_order
 from engine.inside.lens import lens_of_trace
@@ -26,6 +27,7 @@ from figures.lens import lens_figure
 from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.stages import SETTING_WORDS, stage_label, stages_figure
 from ui.chart import show_figure
+from ui.engine_words import engine_text
 from ui.i18n import t
 from ui.present import sized
 from ui.results import cached
@@ -96,7 +98,10 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
     then the same settings are shown in every engine's order beside it."""
     with st.expander(t("pipeline.stages_title"), icon="🧪"):
         order = getattr(config, "sampler_order", "transformers")
-        st.caption(t("pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"))
+        about = "pipeline.stages_order" if order == "transformers" else f"pipeline.stages_order_{_slug(order)}"
+        if order == "llama.cpp" and getattr(config, "mirostat", 0) and config.strategy in WARPED_STRATEGIES:
+            about += "_mirostat"                 # mirostat replaced the chain: say what ran
+        st.caption(t(about))
         if served:
             st.info(t("served.cannot"))
             return
@@ -133,22 +138,33 @@ def render_orders(step, config, key: str, inputs, token_texts, tokenize=None) ->
         identity = (step.index, tuple(c.token_id for c in step.candidates), step.chosen_ids[0], config.steps_key())
         context, logits, prompt_length = cached(f"{key}_orders_inputs", identity, inputs)
     except DecodeScopeError as exc:
-        st.info(str(exc))
+        st.info(engine_text(exc))
         return
     # mirostat's μ at this step, as the decode recorded it: the chain recomputed here starts from it
     mu = next((s.state.get("mu") for s in step.stages if s.name == "mirostat" and getattr(s, "state", None)), None)
     chains = {order: chain_in_order(token_texts, config, context, logits, ids, order, prompt_length=prompt_length,
                                     mu=mu, tokenize=tokenize) for order in ORDERS}
     names = {order: t(f"pipeline.order_{_slug(order)}") for order in ORDERS}
+    join = t("pipeline.state_join")
     for order, chain in chains.items():
+        replaced = list(getattr(chain, "replaced", None) or [])
+        if replaced:
+            st.caption(t("pipeline.orders_replaced", order=names[order],
+                         settings=join.join(_setting_name(name) for name in replaced)))
         skipped = list(getattr(chain, "skipped", None) or [])
         if skipped:
             st.caption(t("pipeline.orders_skipped", order=names[order],
-                         settings=t("pipeline.state_join").join(_setting_name(name) for name in skipped)))
+                         settings=join.join(_setting_name(name) for name in skipped)))
     first = next(iter(chains.values()))
+    gap = largest_gap(list(chains.values()), logits)
+    differs = round(gap.size, 4) != 0            # at the 4 decimals every probability here is shown with
     if all(bool((chain.kept == first.kept).all()) for chain in chains.values()):
         st.caption(t("pipeline.orders_same_all", n=f"{int(first.kept.sum()):,}"))
-        return
+        if not differs:
+            st.caption(t("pipeline.orders_gap_none"))
+            return
+    if differs:
+        _say_gap(gap, names, token_texts)
     words = {**stage_words(), **_words("stages_fig_", ("y", "kept", "title", "chosen"))}
     tabs = st.tabs([t("pipeline.orders_tab", order=names[o], n=f"{int(c.kept.sum()):,}") for o, c in chains.items()])
     for tab, chain in zip(tabs, chains.values()):
@@ -173,6 +189,23 @@ def render_orders(step, config, key: str, inputs, token_texts, tokenize=None) ->
         st.warning(text, icon="🔀")
 
 
+def _say_gap(gap, names: dict, token_texts) -> None:
+    """The token whose probability the orders disagree on most, its probability in each, and the stage that
+    moved it most."""
+    probs = t("pipeline.state_join").join(t("pipeline.orders_gap_at", order=names[order], p=f"{p:.4f}")
+                                          for order, p in gap.probs.items())
+    st.markdown(t("pipeline.orders_gap", token=for_markdown(visible(token_texts[gap.token])), raw=f"{gap.raw:.4f}",
+                  probs=probs, order=names[gap.order], stage=_plain_stage(gap.stage or ""),
+                  before=f"{gap.before:.4f}", after=f"{gap.after:.4f}"))
+
+
+def _plain_stage(name) -> str:
+    """A stage's name without its setting, in the reader's language ('min-p', 'DRY', 'mirostat')."""
+    if name not in STAGE_NAMES:
+        return visible(str(name))
+    return t(f"pipeline.stage_{name}").format(value="").strip().rstrip("≥τ:：").strip()
+
+
 ORDER_CASES = 3        # tokens named at most, one per pair of orders that disagree
 
 
@@ -189,19 +222,16 @@ def _disputed_tokens(logits, chains: list) -> list:
 
 def _stage_word(chain, token: int) -> str:
     """The name of the stage that dropped `token`, without its setting ('min-p', 'XTC', 'mirostat')."""
-    name = chain.dropped_by(token) or ""
-    if name not in STAGE_NAMES:
-        return visible(name)
-    return t(f"pipeline.stage_{name}").format(value="").strip().rstrip("≥τ:：").strip()
+    return _plain_stage(chain.dropped_by(token) or "")
 
 
 def _setting_name(name: str) -> str:
     """A setting an order left out, by its label on the page (its field name if the page has none), in the
     middle of a sentence: 'presence penalty', but 'DRY multiplier'."""
-    key = f"samplers.{name}"
-    text = t(key)
-    if text == key:
+    key = next((k for k in (f"samplers.{name}", f"step.{name}") if t(k) != k), None)
+    if key is None:
         return visible(str(name))[:40]
+    text = t(key)
     return text[0].lower() + text[1:] if len(text) > 1 and text[1].islower() else text
 
 
@@ -242,7 +272,7 @@ def render_lens(lm: LoadedModel, trace: Trace, cursor: int, key: str) -> None:
         try:       # the columns of earlier steps are reused: only new steps are projected onto the vocabulary
             lens = lens_of_trace(lm, trace, previous=previous if model == lm.name else None)
         except DecodeScopeError as exc:      # say why and leave the panel
-            st.info(str(exc))
+            st.info(engine_text(exc))
             return
         st.session_state[f"{key}_lens"] = (lm.name, lens)
         column = lens.column_of(cursor)

@@ -12,7 +12,9 @@ import re
 import streamlit as st
 
 from ui.chart import show_figure, show_upcoming
+from ui.history import one_entry_per_action
 from ui.i18n import t
+from ui.reconnect import offline_words
 from ui.settings import sync_url, url_value
 
 KEY = "present"
@@ -94,6 +96,7 @@ def presenting() -> bool:
 
 
 PRESENT_FONT = 17   # px for every figure's text in presentation mode (Plotly's default is 12)
+BAR_LABEL_MIN = 14  # px: the smallest a label inside a bar may shrink to in presentation mode
 # The height a page's main figure starts at in presentation mode, before the browser has measured the window:
 # what a 1280x720 projector leaves below the title, the row of buttons and the stepping controls (about 260 px).
 STAGE_HEIGHT = 450
@@ -125,6 +128,11 @@ def sized(fig, main: bool = False):
         for note in fig.layout.annotations:
             if note.font.size is not None:
                 note.font.size = round(note.font.size * scale)
+        # a label inside a bar shrinks to fit it, down to 9 px on a projector: at most to BAR_LABEL_MIN, and a
+        # label that does not fit at that size is left to the hover
+        if any(trace.type == "bar" and trace.text is not None for trace in fig.data):
+            least = max(round((fig.layout.uniformtext.minsize or 0) * scale), BAR_LABEL_MIN)
+            fig.update_layout(uniformtext=dict(minsize=least, mode="hide"))
     return fig
 
 
@@ -216,6 +224,8 @@ def presentation_controls():
     with st.container(key="page_style"):
         st.markdown(BASE_STYLESHEET, unsafe_allow_html=True)
         st.html(_QUIET_TOOLBARS, unsafe_allow_javascript=True)
+        one_entry_per_action()          # address writes that follow a navigation join its history entry
+        offline_words()                 # the connection-lost dialog in the page's words and language
         if on:
             st.markdown(STYLESHEET, unsafe_allow_html=True)
             st.html(_FIT_STAGE, unsafe_allow_javascript=True)

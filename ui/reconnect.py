@@ -10,6 +10,8 @@ process still has keeps its state: neither gets the note.
 """
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from ui.i18n import t
@@ -34,3 +36,33 @@ def came_back() -> bool:
 def reconnect_note() -> None:
     if came_back():
         st.info(t("common.session_restarted"), icon="🔄")
+
+
+# While the server does not answer, Streamlit's page shows its own dialog, "Connection error: Streamlit server is
+# not responding. Are you connected to the internet?", in English, also when the room's processes stopped and the
+# student's network is fine. This script (in the page once per tab, its words refreshed by each run) puts the
+# app's own words in the page's language in that dialog: what may have happened and that the tab reconnects.
+_OFFLINE = """<script>
+(() => {
+  window.__dsOffline = %(words)s;
+  if (window.__dsOfflineWatch) return;
+  window.__dsOfflineWatch = true;
+  const rewrite = () => {
+    document.querySelectorAll('[role="dialog"]').forEach(dialog => {
+      const heading = dialog.querySelector('h2');
+      if (!heading || !(heading.textContent === 'Connection error' || heading.dataset.dsOffline)) return;
+      const words = window.__dsOffline, body = heading.nextElementSibling;
+      heading.dataset.dsOffline = '1';
+      if (heading.textContent !== words.title) heading.textContent = words.title;
+      if (body && body.textContent !== words.body) body.textContent = words.body;
+    });
+  };
+  new MutationObserver(rewrite).observe(document.body, {subtree: true, childList: true, characterData: true});
+})();
+</script>"""
+
+
+def offline_words() -> None:
+    """Put the script in the page, with its words in the page's language (it shows nothing itself)."""
+    words = json.dumps({"title": t("common.offline_title"), "body": t("common.offline_body")}, ensure_ascii=False)
+    st.html(_OFFLINE % {"words": words.replace("</", "<\\/")}, unsafe_allow_javascript=True)

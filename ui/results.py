@@ -6,6 +6,7 @@ import streamlit as st
 from engine import DecodeScopeError
 from engine.service import shared_service
 from figures.labels import for_markdown
+from ui.engine_words import engine_text
 from ui.i18n import t
 
 
@@ -20,13 +21,11 @@ def keep_or_stop(exc: Exception, have_previous: bool, message: str | None = None
 
     A bad prompt or setting must not wipe out the decode a user was looking at. Each message
     is shown once per run, however many computations it stopped. message: the page's own Markdown for it
-    (in the reader's language, anything quoted already made literal), instead of the engine's sentence."""
+    (in the reader's language, anything quoted already made literal); without one, the engine's sentence in the
+    reader's language (ui.engine_words)."""
     shown = st.session_state.setdefault("_errors_shown", set())      # emptied by shared_sidebar each run
     if str(exc) not in shown:
-        if message is None:
-            show_error(str(exc))
-        else:
-            st.error(message)
+        st.error(engine_text(exc) if message is None else message)
         shown.add(str(exc))
     if not have_previous:
         st.stop()

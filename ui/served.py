@@ -16,10 +16,11 @@ from engine.served.teacher import served_teacher_force
 from figures.labels import for_markdown
 from figures.served import NUMBERS, badge_text, served_facts, with_badge
 from figures.teacher import reference_bars
+from ui.engine_words import engine_text, page_error
 from ui.i18n import t
 from ui.present import main_chart
 from ui.progress import stopped_note, watched_served
-from ui.results import cached, keep_or_stop, show_error
+from ui.results import cached, keep_or_stop
 
 S = st.session_state
 
@@ -36,12 +37,11 @@ def served_trace(name: str, server: Server, prompt: str, config: DecodeConfig) -
     except DecodeScopeError as exc:          # ServedError (down, timeout, refused) and bad settings alike
         partial = exc.trace if isinstance(exc, ServedError) else None
         if partial is not None and partial.steps:      # the steps received before the fault, never kept as whole
-            show_error(t("served.decode_cut_short", n=len(partial.steps), error=str(exc)))
+            st.error(t("served.decode_cut_short", n=len(partial.steps), error=engine_text(exc)))
             S[name], S[f"{name}_id"] = partial, None
             return partial
-        if isinstance(exc, ServedError):
-            exc = DecodeScopeError(t("served.decode_failed", error=str(exc)))
-        keep_or_stop(exc, name in S)
+        said = t("served.decode_failed", error=engine_text(exc)) if isinstance(exc, ServedError) else None
+        keep_or_stop(exc, name in S, message=said)
         return S[name]
     S[name] = trace
     # a trace Stop cut short is shown with a note and decoded again on Resume: only a whole one is kept
@@ -99,7 +99,8 @@ def served_teacher(server: Server | None, prompt: str, reference: str, slot=None
         try:
             return served_teacher_force(server, prompt, reference)
         except ServedError as exc:
-            raise DecodeScopeError(t("served.teacher_failed", error=str(exc))) from None
+            raise page_error(DecodeScopeError, t("served.teacher_failed", error=engine_text(exc)),
+                             t("served.teacher_failed", error=str(exc))) from None
 
     forced = cached("tf_served", (server.url, server.model, prompt, reference), score)
     n, bounded = len(forced.positions), len(forced.bounded)

@@ -16,8 +16,9 @@ from engine.model import LoadedModel, bundled_named
 from engine.config import check_model_name
 from engine.decoding.stepper import OPENINGS
 from figures.labels import for_markdown
+from ui.engine_words import engine_text, page_error
 from ui.i18n import t
-from ui.results import keep_or_stop, show_error
+from ui.results import keep_or_stop
 
 _load_lock = threading.Lock()
 
@@ -84,6 +85,20 @@ def offers(name: str) -> bool:
     return offered is None or model_key(name) in offered
 
 
+def chosen_key(name: str) -> str:
+    """The key the model the sidebar names is loaded under: its name, and the device and precision chosen."""
+    key = model_key(name)
+    placement = (st.session_state.get("device") or "auto", st.session_state.get("dtype") or "auto")
+    return key if placement == ("auto", "auto") else f"{key} [{placement[0]}, {placement[1]}]"
+
+
+def without_chat_template(name: str) -> bool:
+    """Whether the model the sidebar names is loaded (at the device and precision chosen) and has no chat
+    template, so that the chat switch can do nothing for it. Never loads."""
+    lm = _models().get(chosen_key(name))
+    return lm is not None and not lm.facts.has_chat_template
+
+
 def loaded_model(name: str) -> LoadedModel | None:
     """The model the Model box names when it is loaded already (at its default placement), else None: never loads."""
     return _models().get(model_key(name))
@@ -106,7 +121,8 @@ def _load_shared(key: str):
     name, device, dtype = _placement(key)
     offered = offered_models()
     if offered is not None and name not in offered:
-        raise ModelLoadError(t("common.model_not_offered", name=name, models=", ".join(offered)))
+        said = t("common.model_not_offered", name=name, models=", ".join(offered))
+        raise page_error(ModelLoadError, for_markdown(said), said)
     early = _early.get(key)
     if early is not None and not early.done.is_set():        # the server is still loading it: show how far
         bar = st.progress(0.0, text=for_markdown(t("common.loading_model", name=key)))
@@ -180,24 +196,23 @@ def get_lm(name: str = ""):
 
     A name that cannot be loaded (or that this server does not offer) is named in the message,
     and the model this user had before is used again, so the results on screen stay."""
-    key = model_key(name)
-    placement = (st.session_state.get("device") or "auto", st.session_state.get("dtype") or "auto")
-    if placement != ("auto", "auto"):
-        key = f"{key} [{placement[0]}, {placement[1]}]"
+    key = chosen_key(name)
     try:
         lm = _load_shared(key)
     except DecodeScopeError as exc:
         previous = st.session_state.get("_last_model")
-        error = DecodeScopeError(t("common.model_error", error=str(exc)))
+        said = t("common.model_error", error=engine_text(exc))
         if previous is None or previous == key:
-            show_error(str(error))
+            st.error(said)
             return None
-        keep_or_stop(error, have_previous=True)
+        keep_or_stop(exc, have_previous=True, message=said)
         try:
             return _load_shared(previous)
         except DecodeScopeError:
             return None
     st.session_state["_last_model"] = key
+    if st.session_state.get("chat") and not lm.facts.has_chat_template:
+        st.rerun()              # the sidebar, which now sees this model, turns the chat switch off and says why
     return lm
 
 

@@ -12,12 +12,12 @@ from engine.served import Server, ServedError, check_url
 from engine.served.numbers import LEARNT, NUMBERS, UNKNOWN
 from figures.labels import for_markdown
 from ui.demo import landing_model, landing_prompt
+from ui.engine_words import engine_text
 from ui.i18n import LANGUAGES, language, t
 from ui.limits import prompt_within_limit
-from ui.results import show_error
 from ui.settings import bounds, linkable, read, sync_url, url_value
 from ui.share_link import copy_link_control
-from ui.shared_model import SERVED, model_key, offered_models, offers_served, room_server
+from ui.shared_model import SERVED, model_key, offered_models, offers_served, room_server, without_chat_template
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
         language_control()
         model, placement = model_controls()
         prompt = st.text_area(t("common.prompt"), value=read("prompt", landing_prompt()), key="prompt", height=90)
-        chat = st.toggle(t("common.chat"), value=read("chat"), key="chat", help=t("common.chat_help"))
+        chat = chat_control(model)
         seed = st.number_input(t("common.seed"), *bounds("seed"), step=1, value=read("seed"), key="seed")
         max_new = st.number_input(t("common.max_new_tokens"), *bounds("max_new_tokens"), step=1,
                                   value=read("max_new_tokens", default_new_tokens), key="max_new_tokens")
@@ -59,6 +59,19 @@ def shared_sidebar(default_new_tokens: int = DEFAULT_NEW_TOKENS, copy_link: bool
     sync_url(model=model, chat=chat, seed=settings.seed, max_new_tokens=settings.max_new_tokens, lang=settings.lang,
              prompt=linkable(prompt), **placement)
     return settings
+
+
+def chat_control(model: str) -> bool:
+    """The chat switch; off, held off and saying why, for a loaded model that has no chat template (a base model
+    such as Gemma 3 270M): the prompt then goes to the model as written."""
+    no_template = without_chat_template(model)
+    if no_template and st.session_state.get("chat"):
+        st.session_state["chat"] = False         # before the switch is drawn in this run
+    chat = st.toggle(t("common.chat"), value=read("chat"), key="chat", help=t("common.chat_help"),
+                     disabled=no_template)
+    if no_template:
+        st.caption(t("common.chat_no_template", model=for_markdown(model_key(model))))
+    return chat and not no_template
 
 
 def language_control() -> str:
@@ -153,7 +166,7 @@ def server_controls() -> None:
         try:
             server = Server.connect(address, name.strip() or None, timeout=CONNECT_TIMEOUT_S)
         except ServedError as exc:     # one line; the connection (and the results) from before stay
-            show_error(t("served.connect_failed", error=str(exc)))
+            st.error(t("served.connect_failed", error=engine_text(exc)))
         else:
             server.timeout = DECODE_TIMEOUT_S
             st.session_state["_server"] = server

@@ -90,6 +90,11 @@ def make_config(settings: SharedSettings, values: dict, **overrides) -> DecodeCo
 def shaping_words(config: DecodeConfig) -> str:
     """'temperature 0.7, top-p 0.9' in the current language, or '' when nothing shapes the distribution."""
     parts = []
+    if config.mirostat and config.strategy in WARPED_STRATEGIES and config.sampler_order == "llama.cpp":
+        # llama.cpp's mirostat chain is temperature -> mirostat: no other stage runs, so none is named
+        if config.temperature != 1.0:
+            parts.append(t("step.word_temperature", value=f"{config.temperature:g}"))
+        return ", ".join([*parts, t("samplers.word_mirostat_chain", value=config.mirostat)])
     if config.strategy in WARPED_STRATEGIES:
         if config.temperature != 1.0:
             parts.append(t("step.word_temperature", value=f"{config.temperature:g}"))

@@ -26,6 +26,7 @@ from engine.explain.findings import flagged_steps as _flagged
 from figures.labels import for_markdown, visible
 from figures.served import served_facts
 from ui.file_text import isolated
+from ui.engine_words import engine_text
 from ui.i18n import t
 
 REPLAY_KINDS = ("low_prob", "departure", "loop", "entropy_jump")
@@ -232,7 +233,7 @@ def _replay_section(trace: Trace, sequence: int, found: dict, events: list, key_
                                  "without": replay_summary(trace, without, step, sequence),
                                  "kept": replay_summary(trace, kept, step, sequence)}
             except DecodeScopeError as exc:
-                st.error(for_markdown(str(exc)))
+                st.error(engine_text(exc))
     if trace.config.strategy in FEEDBACK_STRATEGIES:
         st.caption(t("explain.replay_soft"))
     result = S.get(result_key)

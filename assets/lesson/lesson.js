@@ -12,11 +12,21 @@
       CUMULATIVE = "#54a24b", THRESHOLD = "#b279a2", EDGE = "rgba(128,128,128,0.55)",
       EDGE_PRUNED = "rgba(128,128,128,0.2)";
   var LABEL = 20, LABEL_PHONE = 12;
+  var X2_TOP = 1.05, BACKDROP = "rgba(255,255,255,0.85)";   // the cumulative axis's end; a label's backing
   var STRIP = 150;                        // px of the strip under the chart (rounds, or Z per step)     // characters of a token's text on the chart's axis
   var $ = function (id) { return document.getElementById(id); };
 
+  // English nouns after a count, and their singular: "1 tokens kept" reads "1 token kept" (as the app says it)
+  var SINGULAR = {tokens: "token", steps: "step", beams: "beam", candidates: "candidate", rounds: "round"};
   function T(key, values) {
+    var english = !L.texts[lang][key] || lang === "en";
     var text = L.texts[lang][key] || L.texts.en[key] || key;
+    if (english && values) {
+      text = text.replace(/\{(\w+)\} ([a-z]+)/g, function (whole, name, noun) {
+        var one = values[name] === 1 || values[name] === "1";
+        return one && SINGULAR[noun] ? "{" + name + "} " + SINGULAR[noun] : whole;
+      });
+    }
     return text.replace(/\{(\w+)\}/g, function (whole, name) {
       return values && values[name] !== undefined ? String(values[name]) : whole;
     });
@@ -42,6 +52,7 @@
     ruler.font = size + "px " + FONT;
     return labels.reduce(function (w, text) { return Math.max(w, ruler.measureText(text).width); }, 0);
   }
+  function plainLabel(text) { return text.replace(/<br>/g, " "); }
   function fmt(x, digits) { return x === null || x === undefined ? "\u2212\u221e" : x.toFixed(digits); }
   function put(id, text) { $(id).textContent = text; }
   function narrow() { return window.innerWidth < 760; }
@@ -75,7 +86,8 @@
 
   // ---- the words around the chart ---------------------------------------------------------------------------
   function strategyLine() {
-    var c = V.config, parts = [c.strategy];
+    var c = V.config, own = L.texts[lang]["strategy_" + c.strategy] || L.texts.en["strategy_" + c.strategy];
+    var parts = [own || c.strategy];
     if (c.strategy === "beam") {
       parts.push(T("setting_beams", {n: c.num_beams}), T("setting_length_penalty", {v: c.length_penalty}));
     }
@@ -208,31 +220,51 @@
       data.push({type: "bar", orientation: "h", x: [null], y: [null], name: T(entry[0]), marker: {color: entry[1]},
                  hoverinfo: "skip"});
     });
+    // the top-p threshold on the cumulative axis, as the app draws it: with a temperature, the label says that
+    // top-p cuts the temperature-scaled curve, not the raw one drawn here (on a phone, under the chart: beside
+    // the line it would cover the candidates' names)
+    var caveat = "";
     if (V.config.warped && V.config.top_p < 1) {
       var p = V.config.top_p, label = T("threshold", {p: p});
-      data.push({type: "scatter", x: [p, p], y: [-0.5, n - 0.5], xaxis: "x2", mode: "lines", name: label,
+      if (V.config.temperature !== 1) {
+        caveat = T("threshold", {p: p}) + T("after_temperature");
+        if (!narrow()) label = caveat;
+      }
+      data.push({type: "scatter", x: [p, p], y: [-0.5, n - 0.5], xaxis: "x2", mode: "lines", name: plainLabel(label),
                  line: {color: THRESHOLD, dash: "dash", width: 2}, hoverinfo: "name", showlegend: false});
       notes.push({x: p, y: n - 0.5, xref: "x2", yref: "y", text: label, showarrow: false, xanchor: "right",
-                  yanchor: "bottom", font: {size: 12}});
+                  yanchor: "bottom", align: "right", font: {size: 12}, bgcolor: BACKDROP});
     }
+    var top = Math.max.apply(null, raw.concat(shaped)), xmax = top * 1.3 + 1e-9;
     if (chosen >= 0) {
-      notes.push({x: Math.max(raw[chosen], shaped[chosen]), y: chosen, xref: "x", yref: "y", xanchor: "left",
-                  xshift: 6, showarrow: false, text: '<span style="color:' + CHOSEN + '">\u25c0</span> ' + T("chosen")});
+      // "◀ chosen" right of its bar; where the cumulative curve passes there, right of the curve's point instead
+      var end = Math.max(raw[chosen], shaped[chosen]) / xmax, curve = cum[chosen] / X2_TOP;
+      var room = (narrow() ? 90 : 80) / Math.max(window.innerWidth * (narrow() ? 0.75 : 0.6), 1);
+      var past = curve >= end - 0.02 && curve <= end + room, left = past && curve + room > 0.98;
+      notes.push({x: past ? cum[chosen] : Math.max(raw[chosen], shaped[chosen]), y: chosen, xref: past ? "x2" : "x",
+                  yref: "y", xanchor: left ? "right" : "left", xshift: left ? -9 : (past ? 9 : 6), showarrow: false,
+                  bgcolor: BACKDROP,
+                  text: '<span style="color:' + CHOSEN + '">\u25c0</span> ' + T("chosen")});
     }
     var layout = base(chartHeight(n));
-    layout.title = {text: T("chart_title", {step: s + 1, n: n}), x: 0, xanchor: "left", font: {size: 15}};
+    layout.title = {text: T("chart_title", {step: s + 1, n: n}), x: 0, xanchor: "left", font: {size: 15},
+                    yref: "container", y: 1, yanchor: "top", pad: {t: 8}};
     layout.barmode = "group";
     layout.bargap = 0.25;
     layout.annotations = notes;
-    var top = Math.max.apply(null, raw.concat(shaped));
-    layout.margin = {l: Math.ceil(widest(labels, 13)) + 16, r: 16, t: 64, b: narrow() ? 110 : 84};
+    // on a phone the legend takes a row an entry, under the axis title: the bottom margin holds them all
+    var rows = data.filter(function (d) { return d.showlegend !== false; }).length;
+    layout.margin = {l: Math.ceil(widest(labels, 13)) + 16, r: 16, t: 96, b: narrow() ? 70 + 21 * rows : 84};
+    if (narrow()) layout.height += 21 * rows - 50;
     layout.yaxis = {tickmode: "array", tickvals: pos, ticktext: ticks, autorange: "reversed"};
     // room right of the longest bar for the chosen mark
-    layout.xaxis = {title: {text: T("x_axis"), standoff: 12}, range: [0, top * 1.3 + 1e-9]};
-    layout.xaxis2 = {overlaying: "x", side: "top", range: [0, 1.05], showgrid: false, tickvals: [0, 0.5, 1],
-                     tickfont: {color: CUMULATIVE}};
+    layout.xaxis = {title: {text: T("x_axis"), standoff: 8}, range: [0, xmax]};
+    // the cumulative raw probability's own axis, titled as the app titles it, in the curve's colour
+    layout.xaxis2 = {overlaying: "x", side: "top", range: [0, X2_TOP], showgrid: false,
+                     tickvals: [0, 0.25, 0.5, 0.75, 1], tickfont: {color: CUMULATIVE},
+                     title: {text: T("x2_axis"), font: {color: CUMULATIVE, size: 13}, standoff: 4}};
     layout.legend = {orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom"};
-    return {data: data, layout: layout};
+    return {data: data, layout: layout, note: narrow() ? caveat : ""};
   }
 
   function treeFigure(s) {
@@ -255,15 +287,21 @@
        hoverinfo: "skip", showlegend: false},
       {type: "scatter", mode: "lines", x: lines.best[0], y: lines.best[1], line: {color: CHOSEN, width: 4},
        name: T("best"), hoverinfo: "skip"}];
-    var labelled = maxStep < 24 && !narrow();
+    // every kept and finished node named on a wide screen; on a phone only the best path, shorter, which still
+    // reads as the text the search is heading for
+    var phone = narrow(), labelled = maxStep < 24;
+    function nodeLabel(n) {
+      if (!labelled || (phone && !onPath[n[0]])) return "";
+      return plain(short(visible(n[3]), phone ? 6 : 9));
+    }
     [["kept", "circle", 11, 1, "#4c78a8"], ["pruned", "circle", 7, 0.35, "#999"],
      ["finished", "diamond", 14, 1, "#f58518"]].forEach(function (style) {
       var group = groups[style[0]], text = labelled && style[0] !== "pruned";
       data.push({type: "scatter", mode: text ? "markers+text" : "markers", name: T(style[0]),
                  x: group.map(function (n) { return n[2] + 1; }), y: group.map(function (n) { return n[7]; }),
-                 text: group.map(function (n) { return plain(short(visible(n[3]), 9)); }),
+                 text: group.map(nodeLabel),
                  textposition: group.map(function (n) { return n[2] % 2 ? "bottom center" : "top center"; }),
-                 cliponaxis: false, textfont: {size: 11},
+                 cliponaxis: false, textfont: {size: phone ? 10 : 11},
                  marker: {symbol: style[1], size: style[2], opacity: style[3], color: style[4],
                           line: {width: 1, color: "#555"}},
                  hovertext: group.map(function (n) {
@@ -320,6 +358,8 @@
     else fig = {data: [], layout: Object.assign(base(240), {title: {text: T("no_candidates")}})};
     var done = Plotly.react("chart", fig.data, fig.layout, {displayModeBar: false, responsive: true,
                                                               scrollZoom: false});
+    put("chart-note", fig.note || "");
+    $("chart-note").hidden = !fig.note;
     if (strip) {
       var small = stripFigure(s);
       $("strip").hidden = false;

@@ -91,13 +91,15 @@ def parse_beams(text: str) -> list:
     try:
         widths = [int(w) for w in str(text).split(",") if w.strip()]
     except ValueError:
-        raise ConfigError("beams", f"beams: '{str(text)[:40]}' is not a list of whole numbers like 1,4,8") from None
+        raise ConfigError("beams", f"beams: '{str(text)[:40]}' is not a list of whole numbers like 1,4,8",
+                          "beams_not_numbers", text=str(text)[:40]) from None
     repeated = next((w for i, w in enumerate(widths) if w in widths[:i]), None)
     if repeated is not None:
         raise ConfigError("beams", f"beams: the width {repeated} is given more than once; give each width once, "
                                    "like 1,4,8")
     if not widths or len(widths) > 6 or any(not 1 <= w <= MAX_BEAMS for w in widths):
-        raise ConfigError("beams", f"beams: give 1 to 6 widths, each from 1 to {MAX_BEAMS}, like 1,4,8")
+        raise ConfigError("beams", f"beams: give 1 to 6 widths, each from 1 to {MAX_BEAMS}, like 1,4,8",
+                          "beams_widths", most=MAX_BEAMS)
     return sorted(widths)
 
 

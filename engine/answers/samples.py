@@ -57,7 +57,8 @@ def draw_samples(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, n: i
     each step. The float64 work runs LOGPROB_ROWS rows at a time; one generator drawing the rows in order draws
     what it draws for all rows at once (torch.multinomial takes its numbers row by row)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SAMPLES:
-        raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}")
+        raise ConfigError("samples", f"samples: must be a whole number from 1 to {MAX_SAMPLES}, got {n!r}",
+                          "whole_number", name="samples", most=MAX_SAMPLES, got=repr(n)[:40])
     if seed_problem(seed):
         raise ConfigError("seed", f"seed: {seed_problem(seed)}")
     settings.check()

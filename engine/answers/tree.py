@@ -55,7 +55,8 @@ class TreeSettings:
         for name, value, top in (("depth", self.depth, MAX_DEPTH), ("budget", self.budget, MAX_BUDGET),
                                  ("branch", self.branch, MAX_BRANCH), ("batch", self.batch, MAX_BATCH)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise ConfigError(name, f"{name}: must be a whole number from 1 to {top}, got {value!r}")
+                raise ConfigError(name, f"{name}: must be a whole number from 1 to {top}, got {value!r}",
+                                  "whole_number", name=name, most=top, got=repr(value)[:40])
         self.distribution.check()
         if check_stops(self.stops) != self.stops:
             raise ConfigError("stop", "stop: give the stop strings as a tuple, each once")
@@ -223,7 +224,7 @@ def grow_tree(lm: LoadedModel, prompt_ids: list, settings: TreeSettings, should_
     t0 = time.perf_counter()
     dist, ends = settings.distribution, end_ids(lm)
     if not ends:
-        raise ConfigError("model", "model: has no end-of-text token, so no answer can end")
+        raise ConfigError("model", "model: has no end-of-text token, so no answer can end", "no_end_token")
     endings = Endings(lm, ends, settings.stops)
     if prompt is None:
         prompt = read_prompt(lm, prompt_ids, should_stop, progress)

@@ -71,7 +71,8 @@ def final_norm(model):
             module = getattr(owner, name, None) if owner is not None else None
             if isinstance(module, torch.nn.Module):
                 return module
-    raise ConfigError("model", f"lens: cannot find the final norm of {type(model).__name__}")
+    raise ConfigError("model", f"lens: cannot find the final norm of {type(model).__name__}", "lens_no_norm",
+                      kind=type(model).__name__)
 
 
 @torch.inference_mode()
@@ -92,7 +93,8 @@ def residual_streams(lm: LoadedModel, token_ids: list, first: int = 0) -> tuple:
     finally:
         handle.remove()
     if not captured or out.hidden_states is None:
-        raise ConfigError("model", f"lens: {type(model).__name__} does not report its hidden states")
+        raise ConfigError("model", f"lens: {type(model).__name__} does not report its hidden states",
+                          "lens_no_states", kind=type(model).__name__)
     # hidden_states[-1] is already normed by the model; the final norm's input is the last residual stream
     streams = list(out.hidden_states[:-1]) + [captured[-1]]
     logits = out.logits[0].float()
@@ -149,10 +151,11 @@ def lens_of_trace(lm: LoadedModel, trace, sequence: int = 0, top: int = 5, previ
     config = trace.config
     if config.strategy == "soft" or (config.strategy == "gumbel" and not config.hard):
         raise ConfigError("strategy", "lens: this run fed back mixtures of embeddings, not tokens, so its "
-                                      "layers cannot be re-read from the token ids; use another strategy")
+                                      "layers cannot be re-read from the token ids; use another strategy",
+                          "lens_vectors")
     generated = list(trace.sequences[sequence].token_ids)
     if not generated:
-        raise ConfigError("steps", "lens: the run has no generated tokens yet")
+        raise ConfigError("steps", "lens: the run has no generated tokens yet", "lens_no_steps")
     ids = list(trace.prompt_token_ids) + generated
     first = len(trace.prompt_token_ids) - 1
     done = 0

@@ -95,10 +95,11 @@ class ScheduledRun:
 def encode_reference(lm: LoadedModel, reference: str) -> list:
     """Token ids of the reference continuation (no special tokens added)."""
     if not isinstance(reference, str) or not reference.strip():
-        raise ConfigError("reference", "reference: is empty; type the text the model should be scored on")
+        raise ConfigError("reference", "reference: is empty; type the text the model should be scored on",
+                          "reference_empty")
     ids = lm.tokenizer(reference, add_special_tokens=False)["input_ids"]
     if not ids:
-        raise ConfigError("reference", "reference: gives no tokens")
+        raise ConfigError("reference", "reference: gives no tokens", "reference_no_tokens")
     return ids
 
 
@@ -126,7 +127,8 @@ def _check_length(lm: LoadedModel, prompt_ids: list, reference_ids: list) -> Non
     total = len(prompt_ids) + len(reference_ids)
     if total > lm.facts.context_length:
         raise ConfigError("reference", f"reference: prompt plus reference is {total:,} tokens, longer than the "
-                                       f"model's context of {lm.facts.context_length:,}; shorten it")
+                                       f"model's context of {lm.facts.context_length:,}; shorten it",
+                          "reference_over_context", n=f"{total:,}", context=f"{lm.facts.context_length:,}")
 
 
 # ---- 1. teacher forcing -------------------------------------------------------------

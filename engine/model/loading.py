@@ -138,9 +138,10 @@ def _load_named(name: str, report: Progress, device: str = "cpu", dtype: torch.d
     path = Path(name).expanduser()
     if path.exists() and not path.is_dir():
         raise ModelLoadError(f"'{name}' is a file, not a model folder: give the folder that holds config.json "
-                             "and the weights")
+                             "and the weights", "model_is_file", name=name)
     if path.exists() and not (path / "config.json").is_file():
-        raise ModelLoadError(f"'{name}' is a folder but not a model: it has no config.json")
+        raise ModelLoadError(f"'{name}' is a folder but not a model: it has no config.json", "model_no_config",
+                             name=name)
     report(0.1, f"reading the configuration of {name}")
     try:
         config = _from_pretrained(AutoConfig, name)
@@ -149,7 +150,8 @@ def _load_named(name: str, report: Progress, device: str = "cpu", dtype: torch.d
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"model '{name}' was not found locally and could not be reached on the Hugging Face Hub "
-            f"({first_line(exc)}); the bundled default needs no network") from None
+            f"({first_line(exc)}); the bundled default needs no network", "model_not_found", name=name,
+            detail=first_line(exc)) from None
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     architectures = getattr(config, "architectures", None) or []
@@ -157,7 +159,8 @@ def _load_named(name: str, report: Progress, device: str = "cpu", dtype: torch.d
     if (config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or getattr(config, "is_encoder_decoder", False)
             or (architectures and not causal_heads)):
         raise ModelLoadError(f"'{name}' is a {config.model_type} model, not a causal language model; "
-                             "DecodeScope needs a model that predicts the next token")
+                             "DecodeScope needs a model that predicts the next token", "model_not_causal",
+                             name=name, kind=str(config.model_type))
     report(0.3, f"loading the weights of {name} onto {device} in {str(dtype).replace('torch.', '')}")
     # on a GPU asked for by 'auto', accelerate spreads a model that does not fit one device over the
     # others (and the CPU); a device named outright gets the whole model
@@ -166,13 +169,17 @@ def _load_named(name: str, report: Progress, device: str = "cpu", dtype: torch.d
         tokenizer = _from_pretrained(AutoTokenizer, name)
         model = _from_pretrained(AutoModelForCausalLM, name, dtype=dtype, device_map=device_map)
     except (MemoryError, torch.OutOfMemoryError):
-        raise ModelLoadError(f"out of memory while loading '{name}'; try a smaller model") from None
+        raise ModelLoadError(f"out of memory while loading '{name}'; try a smaller model", "model_oom",
+                             name=name) from None
     except RuntimeError as exc:
         if "memory" in str(exc).lower():
-            raise ModelLoadError(f"out of memory while loading '{name}'; try a smaller model") from None
-        raise ModelLoadError(f"could not load '{name}': {first_line(exc)}") from None
+            raise ModelLoadError(f"out of memory while loading '{name}'; try a smaller model", "model_oom",
+                                 name=name) from None
+        raise ModelLoadError(f"could not load '{name}': {first_line(exc)}", "model_unloadable", name=name,
+                             detail=first_line(exc)) from None
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"could not load '{name}': {first_line(exc)}") from None
+        raise ModelLoadError(f"could not load '{name}': {first_line(exc)}", "model_unloadable", name=name,
+                             detail=first_line(exc)) from None
     return LoadedModel.from_parts(model, tokenizer, name)
 
 

@@ -131,6 +131,21 @@ def skipped(config: DecodeConfig, names: list) -> list:
     return out
 
 
+def replaced_by_mirostat(config: DecodeConfig) -> list:
+    """The settings that are on and that llama.cpp's chain would apply, but that its mirostat chain (temperature
+    → mirostat) replaces: in llama.cpp's order, sampling with mirostat on. [] otherwise. These did not run
+    because mirostat took the chain's place, not because llama.cpp lacks them."""
+    if not (config.mirostat and config.warped and config.sampler_order == "llama.cpp"):
+        return []
+    without = llama_cpp_processors(dataclasses.replace(config, mirostat=0))
+    would_run = {p.stage[0] for p in without}
+    out = [setting for setting in skipped(config, ["temperature", "mirostat"])
+           if setting != "mirostat" and set(SETTING_STAGES[setting]) & would_run]
+    if config.dynatemp_range > 0:          # the chain's temperature is the plain one (llama_sampler_init_temp)
+        out.append("dynatemp_range")
+    return out
+
+
 def order_config(config: DecodeConfig, order: str) -> DecodeConfig:
     """The same settings in another order (validation is not run: settings the order lacks are skipped)."""
     return dataclasses.replace(config, sampler_order=order)

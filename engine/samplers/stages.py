@@ -27,6 +27,7 @@ from transformers import (
 from engine.samplers.chain import prepare
 from engine.config import WARPED_STRATEGIES, DecodeConfig
 from engine.grammar.constrain import GrammarMask
+from engine.samplers.order import replaced_by_mirostat
 from engine.samplers.order import skipped as skipped_settings
 from engine.samplers.shaping import build_processors
 from engine.trace import Stage, StageToken
@@ -117,6 +118,7 @@ class OrderedChain:
     kept: torch.Tensor     # [V] bool
     staged: list           # [[1, V]] the scores after each stage
     skipped: list = field(default_factory=list)   # settings that are on but have no stage in this order
+    replaced: list = field(default_factory=list)  # settings this order has, left out because mirostat replaced them
 
     def dropped_by(self, token_id: int) -> str | None:
         """The name of the stage that removed `token_id` (None when the chain keeps it)."""
@@ -144,9 +146,11 @@ def chain_in_order(token_texts, config, context: torch.Tensor, logits: torch.Ten
                 processor.mu_by_context[processor.key(context[0].tolist())] = float(mu)
     staged = staged_scores(processors, context, logits[None])
     final = staged[-1][0] if staged else logits
+    replaced = replaced_by_mirostat(in_order)
+    skipped = [name for name in skipped_settings(in_order, [stage_name(p)[0] for p in processors])
+               if name not in replaced]
     return OrderedChain(order=order, stages=stages_record(token_texts, processors, logits, staged, candidate_ids),
-                        kept=~torch.isneginf(final), staged=staged,
-                        skipped=skipped_settings(in_order, [stage_name(p)[0] for p in processors]))
+                        kept=~torch.isneginf(final), staged=staged, skipped=skipped, replaced=replaced)
 
 
 LABELS = {"repetition_penalty": "repetition penalty", "no_repeat_ngram": "no-repeat n-gram", "penalties": "penalties",

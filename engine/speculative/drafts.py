@@ -128,12 +128,14 @@ def make_draft(lm: LoadedModel, spec: str, draft_lm: LoadedModel | None = None) 
         layers = lm.facts.layers
         if value >= layers:
             raise ConfigError("draft", f"draft: early exit after layer {value} is not before the last layer; "
-                                       f"{lm.name} has {layers} layers, so choose 1 to {layers - 1}")
+                                       f"{lm.name} has {layers} layers, so choose 1 to {layers - 1}",
+                              "draft_layer_last", layer=value, model=lm.name, layers=layers, most=layers - 1)
         return ModelDraft(early_exit_view(lm.model, value), kind)
     if kind == "prompt-lookup":
         return PromptLookup(value, lm.eos_token_ids)
     if draft_lm is None:
-        raise ConfigError("draft", f"draft: the model '{value[:80]}' is not loaded")
+        raise ConfigError("draft", f"draft: the model '{value[:80]}' is not loaded", "draft_not_loaded",
+                          model=value[:80])
     check_vocabulary(lm, draft_lm)
     return ModelDraft(draft_lm.model, kind)
 
@@ -144,9 +146,11 @@ def check_vocabulary(lm: LoadedModel, draft_lm: LoadedModel) -> None:
     if draft_lm.facts.vocab_size != lm.facts.vocab_size:
         raise ConfigError("draft", f"draft: {draft_lm.name} has a vocabulary of {draft_lm.facts.vocab_size:,} "
                                    f"tokens and {lm.name} one of {lm.facts.vocab_size:,}; a draft must share the "
-                                   "target's vocabulary")
+                                   "target's vocabulary", "draft_vocab_size", draft=draft_lm.name,
+                          n=f"{draft_lm.facts.vocab_size:,}", model=lm.name, m=f"{lm.facts.vocab_size:,}")
     mine, theirs = lm.tokenizer.get_vocab(), draft_lm.tokenizer.get_vocab()
     if mine != theirs:
         differ = sum(1 for piece, token in theirs.items() if mine.get(piece) != token)
         raise ConfigError("draft", f"draft: {draft_lm.name} numbers {differ:,} tokens differently from {lm.name}; "
-                                   "a draft must share the target's vocabulary")
+                                   "a draft must share the target's vocabulary", "draft_numbering",
+                          draft=draft_lm.name, n=f"{differ:,}", model=lm.name)

@@ -114,7 +114,7 @@ def first_position(lm, prompt: str, config, draft_lm=None) -> tuple[torch.Tensor
     proposal = make_draft(lm, config.draft, draft_lm).propose(context, 1, choose)
     if not proposal.ids:
         raise ConfigError("draft", "draft: the prompt-lookup draft finds no earlier occurrence of the prompt's "
-                                   "last tokens, so it drafts nothing here")
+                                   "last tokens, so it drafts nothing here", "lookup_nothing")
     if proposal.logits is not None:
         q = torch.softmax(rows[0], -1)
     else:

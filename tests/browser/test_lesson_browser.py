@@ -123,6 +123,35 @@ def check_step(lesson: Opened, trace, s: int) -> None:
     assert marked == trace.steps[s].chosen_texts[0]
 
 
+# boxes on the chart, in page pixels: Plotly's annotations, the cumulative curve's points, the axes' texts
+BOXES = """() => { const box = e => { const r = e.getBoundingClientRect();
+                                    return {l: r.left, r: r.right, t: r.top, b: r.bottom, text: e.textContent}; };
+    const all = q => [...document.querySelectorAll('#chart ' + q)].map(box);
+    return {notes: all('.annotation-text'), points: all('.scatterlayer path.point'), xticks: all('.xtick text'),
+            yticks: all('.ytick text'), xtitle: all('.g-xtitle text'), x2title: all('.g-x2title text')}; }"""
+
+
+def overlapping(a: dict, others: list) -> list:
+    return [o for o in others if a["l"] < o["r"] and o["l"] < a["r"] and a["t"] < o["b"] and o["t"] < a["b"]]
+
+
+def check_readable(lesson: Opened) -> dict:
+    """Nothing written over what the chart shows: '◀ chosen' on no point of the cumulative curve, the top-p label on
+    no candidate's name, the axis title on no tick. Returns the boxes."""
+    boxes = lesson.page.evaluate(BOXES)
+    chosen = [n for n in boxes["notes"] if "chosen" in n["text"] or "选中" in n["text"]]
+    assert len(chosen) == 1 and overlapping(chosen[0], boxes["points"]) == [], chosen
+    for note in boxes["notes"]:
+        assert overlapping(note, boxes["yticks"]) == [], note
+    assert overlapping(boxes["xtitle"][0], boxes["xticks"]) == [], boxes["xtitle"]
+    return boxes
+
+
+CAVEAT = {"en": "top-p = 0.9 · it cuts the temperature-scaled curve, not this raw one",
+          "zh": "top-p = 0.9 · 截断的是温度缩放后的曲线，而非这条原始曲线"}
+CUMULATIVE_AXIS = {"en": "cumulative raw probability", "zh": "原始概率累计"}
+
+
 def page_text(lesson: Opened) -> str:
     return lesson.page.evaluate("() => document.body.innerText + ' ' + "
                                 "[...document.querySelectorAll('#chart text')].map(t => t.textContent).join(' ')")
@@ -155,6 +184,12 @@ def test_a_sampled_run_steps_by_keys_and_buttons_with_the_traces_numbers(browser
     assert HOSTILE in page.text_content("#facts") or HOSTILE not in trace.steps[1].chosen_texts
     assert page.text_content("#note") == "a note <b>as written</b>"      # step 2's note, as text
     assert "top-p = 0.9" in page_text(lesson)                             # the threshold drawn for top-p
+    # as the app draws it: at temperature 0.8 top-p cuts the scaled curve, not the raw one drawn; the cumulative
+    # curve on its own titled axis, not a second unnamed 0-1 scale over the probabilities
+    boxes = check_readable(lesson)
+    assert CAVEAT["en"] in [n["text"] for n in boxes["notes"]]
+    assert [t["text"] for t in boxes["x2title"]] == [CUMULATIVE_AXIS["en"]]
+    assert page.is_hidden("#chart-note")
     page.keyboard.press("End")
     page.keyboard.press("ArrowLeft")
     page.click("#play")                                                   # Play runs to the end and stops
@@ -176,6 +211,10 @@ def test_a_sampled_run_steps_by_keys_and_buttons_with_the_traces_numbers(browser
     after = page_text(lesson)
     assert [key for key in shown if fragments[key] in after] == []
     assert lesson.where() == f"第 {n} 步，共 {n} 步" and page.evaluate("document.documentElement.lang") == "zh-CN"
+    boxes = check_readable(lesson)
+    assert CAVEAT["zh"] in [n["text"] for n in boxes["notes"]]
+    assert [t["text"] for t in boxes["x2title"]] == [CUMULATIVE_AXIS["zh"]]
+    assert page.text_content("#subtitle").endswith("采样, 温度 0.8, top-p 0.9")       # the strategy in Chinese
     lesson.shot("sample-1280x720-zh")
     lesson.close()
 
@@ -190,6 +229,15 @@ def test_on_a_phone_nothing_scrolls_sideways_and_every_control_is_tappable(brows
         sizes = page.evaluate("""() => [...document.querySelectorAll('button, input')].map(e => {
             const r = e.getBoundingClientRect(); return [e.id || e.textContent, r.width, r.height]; })""")
         assert [s for s in sizes if s[1] < 44 or s[2] < 44] == []
+        if kind == "sample":          # every step readable; the caveat under the chart, not over the names
+            for s in range(len(trace.steps)):
+                page.keyboard.press("Home" if s == 0 else "ArrowRight")
+                check_readable(lesson)
+            assert page.text_content("#chart-note") == CAVEAT["en"] and page.is_visible("#chart-note")
+        if kind == "beam":            # the best path's tokens named on the tree
+            names = page.evaluate("[...document.querySelectorAll('#chart .scatterlayer text')].map(t => t.textContent)")
+            best = trace.path(trace.steps[1].beam_node_ids[0])
+            assert short_label(visible(best[-1].text), 6) in names, names
         lesson.shot(f"{kind}-390x844")
         lesson.close()
 
@@ -251,4 +299,15 @@ def test_the_strip_shows_z_per_step_and_where_each_speculative_token_came_from(b
             lesson.page.keyboard.press("ArrowRight")
         check_step(lesson, trace, s)
     lesson.shot("speculative-1280x720")
+    lesson.close()
+
+
+def test_a_stage_that_keeps_one_token_says_token(browser, llama, tmp_path):
+    """Top-k 1 keeps one token: the stage line reads '1 token kept' in English, not '1 tokens kept'."""
+    trace = decode(llama, "Once upon", DecodeConfig(strategy="sample", top_k=1, max_new_tokens=2, seed=1))
+    path = tmp_path / "top-k-1.html"
+    path.write_text(lesson_html(trace), encoding="utf-8")
+    lesson = Opened(browser, path, WIDE)
+    facts = lesson.page.text_content("#facts")
+    assert "top-k 1: 1 token kept" in facts and "1 tokens" not in facts, facts
     lesson.close()

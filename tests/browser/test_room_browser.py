@@ -24,9 +24,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, START_TIMEOUT_S, _die_with_parent, assert_no_exception,
-                             begin_action, free_port, messages, new_context, shown_tokens, upload, wait_chart,
-                             wait_idle)
+from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, SCREENSHOTS, START_TIMEOUT_S, _die_with_parent,
+                             assert_no_exception, begin_action, free_port, messages, new_context, shown_tokens, upload,
+                             wait_chart, wait_idle)
 from room.config import COOKIE, render
 from room.launch import haproxy_binary
 
@@ -204,9 +204,24 @@ def test_without_the_cookie_a_request_that_moves_to_the_other_process_finds_noth
             assert proxy.poll() is None and time.monotonic() < deadline, "the control proxy did not start"
             time.sleep(0.2)
         moving = [_status(f"http://127.0.0.1:{port}{path}", cookie) for _ in range(4)]
-    finally:
+        # a tab whose server stops answering (this proxy stops): the dialog says so in the page's words and
+        # language, not Streamlit's "Are you connected to the internet?"
+        tab = giver.context.new_page()
+        tab.goto(f"http://127.0.0.1:{port}/interview?lang=zh&tour=0", wait_until="domcontentloaded")
+        wait_idle(tab)
         proxy.terminate()
         proxy.wait(timeout=30)
+        said = json.loads((ROOT / "assets" / "texts" / "zh" / "common.json").read_text(encoding="utf-8"))
+        dialog = tab.locator('[role="dialog"]')
+        dialog.get_by_text(said["offline_title"]).wait_for(timeout=60_000)
+        assert said["offline_body"] in dialog.inner_text()
+        assert "internet" not in dialog.inner_text() and "Streamlit" not in dialog.inner_text()
+        tab.screenshot(path=str(SCREENSHOTS / "room_server_stopped_zh.png"))
+        tab.close()
+    finally:
+        if proxy.poll() is None:
+            proxy.terminate()
+            proxy.wait(timeout=30)
     assert sorted(moving) == [200, 200, 404, 404], moving
 
 

@@ -96,3 +96,40 @@ def test_the_cli_names_the_order(capsys, monkeypatch, tiny_llama_folder):
     code, _, err = run_cli(capsys, monkeypatch, main, ["decode", "--model", folder, "--prompt", "x",
                                                        "--sampler-order", "sglang"])
     assert code == 2 and "invalid choice" in err
+
+
+def test_mirostat_replaces_llama_cpps_chain_and_says_which_settings_it_replaced():
+    """llama.cpp's common_sampler_init builds temperature → mirostat when mirostat is on: DRY, top-k, typical,
+    XTC and the penalties, all samplers llama.cpp has, do not run. They are 'replaced', not 'missing'."""
+    from engine.samplers.order import replaced_by_mirostat, skipped
+
+    config = DecodeConfig(strategy="sample", sampler_order="llama.cpp", temperature=0.7, mirostat=2, top_k=40,
+                          dry_multiplier=0.8, typical_p=0.9, xtc_probability=0.5, presence_penalty=0.4)
+    chain = [p.stage[0] for p in llama_cpp_processors(config)]
+    assert chain == ["temperature", "mirostat"]
+    assert sorted(replaced_by_mirostat(config)) == sorted(["top_k", "dry_multiplier", "typical_p", "xtc_probability",
+                                                           "presence_penalty"])
+    assert replaced_by_mirostat(DecodeConfig(strategy="sample", sampler_order="llama.cpp", mirostat=2,
+                                             dynatemp_range=0.5)) == ["dynatemp_range"]
+    # in another order, or without mirostat, or greedy: nothing is replaced; transformers has no mirostat at all
+    for other in (dict(sampler_order="transformers"), dict(mirostat=0), dict(strategy="greedy")):
+        assert replaced_by_mirostat(config.replace(**other)) == []
+    assert "mirostat" in skipped(config.replace(sampler_order="transformers"), ["temperature", "top_k"])
+
+
+def test_the_largest_gap_between_orders_names_the_token_and_the_stage_that_moved_it():
+    """Raw 0.81 / 0.10 / 0.09. One chain has no stage; the other's DRY stage drops token 0, leaving
+    0.10 / 0.19 and 0.09 / 0.19. Token 0 differs by 0.81 (token 1 by 0.10 / 0.19 - 0.10 = 0.426): the gap."""
+    from engine.samplers.order_gap import largest_gap
+    from engine.samplers.stages import OrderedChain
+
+    logits = torch.log(torch.tensor([0.81, 0.10, 0.09]))
+    plain = OrderedChain(order="transformers", stages=[], kept=torch.ones(3, dtype=torch.bool), staged=[])
+    dry = torch.tensor([[float("-inf"), math.log(0.10), math.log(0.09)]])
+    stage = type("S", (), {"name": "dry"})()
+    llama = OrderedChain(order="llama.cpp", stages=[stage], kept=torch.tensor([False, True, True]), staged=[dry])
+    gap = largest_gap([plain, llama], logits)
+    assert gap.token == 0 and gap.order == "llama.cpp" and gap.stage == "dry"
+    assert gap.probs == pytest.approx({"transformers": 0.81, "llama.cpp": 0.0})
+    assert (gap.raw, gap.before, gap.after) == pytest.approx((0.81, 0.81, 0.0))
+    assert gap.size == pytest.approx(0.81)

@@ -5,6 +5,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from engine import Candidate, Stage, StageToken, Step
 from engine.explain.escape import COLUMNS, EscapeGrid
 from engine.inside.lens import Lens, LensCell
@@ -118,3 +120,14 @@ def test_the_penalties_stage_names_the_settings_that_are_on():
     ticks = list(stages_figure(Step(**{**STEP.__dict__, "stages": many}), config=both).layout.xaxis.ticktext)
     assert ticks[1] == "penalties:<br>repeat 1.3<br>frequency 0.2<br>kept 3" and ticks[2] == "top-k<br>40<br>kept 3"
     assert list(stages_figure(STEP, config=both).layout.xaxis.ticktext)[1] == "temperature 0.5<br>kept 3"
+
+
+def test_the_probability_axis_fits_the_lines_drawn():
+    """A flat step (every line under 0.06) gets an axis a tenth above its highest point, not 0 to 1 with the
+    lines along its floor; a step whose top line reaches 25/34 keeps the lines whole."""
+    flat = [cand(i, f" t{i}", p, i) for i, p in enumerate([0.05, 0.04, 0.03], start=1)]
+    stage = Stage("top_k", 2.0, 2, 1, 0.03, [0.055, 0.044, 0.0], 1, " t1", 0.055)
+    fig = stages_figure(Step(**{**STEP.__dict__, "candidates": flat, "chosen_ids": [2], "stages": [stage]}))
+    assert list(fig.layout.yaxis.range) == [0, pytest.approx(0.055 * 1.1)]
+    low, high = stages_figure(STEP).layout.yaxis.range
+    assert low == 0 and 25 / 34 < high < 1.02

@@ -148,3 +148,47 @@ def page_links(at: AppTest) -> list[tuple[str, dict]]:
     """(page stem, query parameters) of every st.page_link on the page."""
     return [(PAGE_BY_HASH[link.proto.page_script_hash], dict(parse_qsl(link.proto.query_string)))
             for link in at.get("page_link")]
+
+
+# ---- a page's sentences in Chinese: no run of three Latin words outside code, the model's texts and the user's
+THREE_WORDS = re.compile(r"[A-Za-z]+(?:[\s,.;:()'’]+[A-Za-z]+){2}")      # (YYYY-MM-DD is one)
+
+
+def element_texts(at) -> list:
+    """Every text an element of the page shows (labels, help, options, bodies), sidebar included."""
+    out = []
+    for node in walk(at._tree):
+        proto = getattr(node, "proto", None)
+        if proto is None:
+            continue
+        for field in ("body", "label", "help", "value", "caption", "placeholder", "text"):
+            value = getattr(proto, field, None)
+            if isinstance(value, str) and value:
+                out.append(value)
+        options = getattr(proto, "options", None)
+        if options is not None and not isinstance(options, str):
+            out += [o for o in options if isinstance(o, str)]
+    return out
+
+
+def walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from walk(child)
+
+
+def latin_runs(at, own: list) -> list:
+    """Runs of three Latin words in the page's texts, once code spans and the model's own texts are taken out."""
+    found = []
+    for text in element_texts(at):
+        if text.lstrip().startswith(("<style", "<script")):          # the app's own styles and scripts
+            continue
+        bare = re.sub(r"<span title=[^>]*>[^<]*</span>", " ", text)      # a token view: the model's own tokens
+        bare = re.sub(r"<[^>]*>", " ", re.sub(r"`[^`]*`", " ", unescaped(bare)))   # code, and markup's own words
+        bare = " ".join(bare.split())         # a token view puts each token in an element of its own
+        for piece in sorted(own, key=len, reverse=True):     # a token's text is code; longer texts are taken out
+            piece = " ".join(piece.split())
+            if len(piece) >= 3:
+                bare = bare.replace(piece, " ")
+        found += THREE_WORDS.findall(bare)
+    return found

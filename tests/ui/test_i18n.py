@@ -152,3 +152,39 @@ def test_no_key_is_written_twice(lang, section):
     json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda pairs: keys.extend(k for k, _ in pairs))
     twice = sorted({k for k in keys if keys.count(k) > 1})
     assert not twice, f"{lang}/{section}.json has these keys more than once: {twice}"
+
+
+@pytest.mark.parametrize("values,expected", [
+    ({"kept": "1", "mass": "0.90"}, "temperature 0.7 kept 1 token covering 0.90 of the mass"),
+    ({"kept": "12", "mass": "0.90"}, "temperature 0.7 kept 12 tokens covering 0.90 of the mass"),
+    ({"kept": 1, "mass": "1.00"}, "temperature 0.7 kept 1 token covering 1.00 of the mass"),
+])
+def test_a_count_of_one_takes_the_singular_noun(values, expected):
+    """'1 tokens kept' reads '1 token kept'; 21 or 1,001 tokens stay plural (only a count of exactly 1 agrees)."""
+    from ui.i18n import singular
+
+    text = singular("temperature 0.7 kept {kept} tokens covering {mass} of the mass", values, "en")
+    assert text.format(**values) == expected
+    assert singular("{kept} 个 token", values, "zh") == "{kept} 个 token"        # Chinese has no plural form
+
+
+def test_a_sentence_whose_verb_changes_with_one_has_its_own_wording(monkeypatch):
+    """'the top 1 answers in this table are' becomes 'the top answer in this table is' (a key's __k_1 variant)."""
+    import ui.i18n
+
+    monkeypatch.setattr(ui.i18n, "language", lambda: "en")
+    one = ui.i18n.t("answers.certified", k=1, depth=8)
+    three = ui.i18n.t("answers.certified", k=3, depth=8)
+    assert "the top answer in this table is" in one and "top 1 answers" not in one
+    assert "the top 3 answers in this table are" in three
+
+
+def test_chinese_texts_use_one_word_for_a_token_and_for_nats():
+    """One word each across the Chinese texts (the lesson file's included): 'token', as most of them say, never
+    '词元' beside it; the unit nats as 奈特 (bits 比特); and no English field name ('prompt：') opening a sentence."""
+    mixed = {}
+    for path in sorted((TEXTS / "zh").glob("*.json")):
+        for key, text in _load("zh", path.stem).items():
+            if "词元" in text or re.search(r"\bnats\b", text) or re.match(r"(prompt|reference)：", text):
+                mixed[f"{path.stem}.{key}"] = text[:60]
+    assert not mixed, mixed

@@ -115,3 +115,20 @@ def test_closing_the_tour_hides_it_and_tour_0_never_shows_it():
     at.button(key="tour_close").click().run()
     assert tour_heading(at) is None and at.query_params["tour"] == "0"
     assert tour_heading(open_interview(tour="0")) is None
+
+
+@pytest.mark.parametrize("page", ["kv_cache", "answers"])
+def test_labels_inside_bars_stay_legible_on_a_projector(tiny_loads, page):
+    """Plotly shrinks a label to fit its bar, to 9 px on the projector (Whole answers allowed 9, the KV cache's
+    counts had no floor): in presentation mode no label inside a bar is drawn under 14 px; one that does not
+    fit at that size is left to the hover."""
+    from app_helpers import figures, open_app
+    from ui.present import BAR_LABEL_MIN
+
+    at = open_app(page, params={"present": 1, "wa_depth": 3, "wa_budget": 24, "wa_branch": 3, "wa_samples": 8})
+    labelled = [spec for spec in figures(at)
+                if any(trace.get("type") == "bar" and trace.get("text") is not None for trace in spec["data"])]
+    assert labelled, page
+    for spec in labelled:
+        shrink = spec["layout"].get("uniformtext", {})
+        assert shrink.get("minsize", 0) >= BAR_LABEL_MIN == 14 and shrink.get("mode") == "hide", shrink

@@ -155,3 +155,51 @@ def test_the_stage_table_shows_xtcs_draw_and_whether_it_fired(tiny_llama_folder)
     table = at.dataframe[0].value
     assert list(table[words["col_stage"]]) == ["penalties: presence 0.5", "XTC ≥ 0"]
     assert list(table[words["col_state"]])[1:] == [words[key].format(draw=f"{draw:.4g}")]
+
+
+def test_with_mirostat_on_the_comparison_and_the_summary_say_mirostat_replaced_the_chain(tiny_llama_folder):
+    """llama.cpp with mirostat runs temperature → mirostat alone (common_sampler_init): DRY, typical and top-k
+    are llama.cpp's own samplers, replaced there, not missing; the step's summary names only what ran."""
+    _, folder = tiny_llama_folder
+    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", temperature=0.7, mirostat=2, top_k=40,
+                   dry_multiplier=0.8, typical_p=0.9)
+    words, labels = texts("pipeline"), texts("samplers")
+    captions = [c.value for c in at.caption]
+    llama = words["order_llama_cpp"]
+    assert not [c for c in captions if c.startswith(words["orders_skipped"].split("{settings}")[0].format(order=llama))]
+    replaced = [c for c in captions if c.startswith(words["orders_replaced"].split(",")[0].format(order=llama))]
+    assert len(replaced) == 1, captions
+    for label in (labels["dry_multiplier"], labels["typical_p"].lower(), "top-k"):
+        assert label in replaced[0], replaced
+    assert words["stages_order_llama_cpp_mirostat"] in captions
+    summary = [c for c in captions if "mirostat v2" in c]
+    assert summary and all(w not in summary[0] for w in ("DRY", "typical", "top\\-k")), summary
+
+
+def test_orders_that_keep_the_same_tokens_still_name_the_largest_change_in_probability(tiny_llama_folder):
+    """Presence 0.5 alone at the first step: llama.cpp subtracts 0.5 from the logit of every token of the last
+    64 of the context (by hand below); vLLM counts only generated tokens (none yet); transformers has no
+    presence penalty. All keep every token, but the probabilities differ: the page names the token whose
+    probability differs most, each order's value, and the stage that moved it."""
+    import re
+
+    lm, folder = tiny_llama_folder
+    at = open_page(folder, strategy="sample", sampler_order="llama.cpp", presence_penalty=0.5)
+    ids = lm.tokenizer(PROMPT)["input_ids"]
+    with torch.no_grad():
+        logits = lm.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    penalised = logits.clone()
+    penalised[sorted(set(ids[-64:]))] -= 0.5
+    raw, llama = torch.softmax(logits, -1), torch.softmax(penalised, -1)
+    token = int((llama - raw).abs().argmax())
+    words = texts("pipeline")
+    assert words["orders_same_all"].format(n=f"{len(raw):,}") in [c.value for c in at.caption]
+    said = [m.value for m in at.markdown if m.value.startswith(words["orders_gap"].split("“")[0])]
+    assert len(said) == 1, [m.value for m in at.markdown]
+    from figures.labels import for_markdown, visible
+    assert "“" + for_markdown(visible(lm.token_texts[token])) + "”" in said[0]
+    numbers = [float(x) for x in re.findall(r"\d\\?\.\d{4}", said[0].replace("\\", ""))]
+    # p before any stage; transformers', llama.cpp's and vLLM's; before and after the penalties stage
+    expected = [raw[token], raw[token], llama[token], raw[token], raw[token], llama[token]]
+    assert numbers == pytest.approx([float(x) for x in expected], abs=2e-4)
+    assert f"{words['order_llama_cpp']}" in said[0] and "penalties:" in said[0]

@@ -104,3 +104,31 @@ def test_a_link_with_a_step_opens_on_it(tiny_llama_folder):
     at = app("step_by_step", params={"step": 3}, state={"model": folder})
     assert at.session_state["sbs"].cursor == 2                      # step 3 is the third token, index 2
     assert at.slider(key="sbs_slider").value == 3
+
+
+# ---- each saved Whole answers run gets its own file name --------------------------------------------
+def test_each_answers_download_is_named_from_its_prompt_settings_and_time(tiny_loads, monkeypatch):
+    """Two runs saved one after another no longer both land in decodescope-answers.json: the name carries the
+    prompt (a Chinese one as written), the chat flag, the tree's settings, the distribution and the time."""
+    from datetime import datetime
+
+    import streamlit
+
+    named = {}
+    original = streamlit.download_button
+
+    def spy(*args, **kwargs):        # the file name a browser saves under (AppTest keeps no download's name)
+        named[kwargs.get("key")] = kwargs.get("file_name")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "download_button", spy)
+    small = {"wa_depth": 3, "wa_budget": 24, "wa_branch": 3, "wa_samples": 8}
+    names = []
+    for prompt, extra in (("The capital of France is", {}), ("法国的首都是", {"wa_dist": "sampler",
+                                                                              "wa_temperature": 0.7})):
+        open_app("answers", params={**small, **extra}, state={"prompt": prompt})
+        names.append(named.pop("wa_download"))
+    stamp = datetime.now().strftime("%Y%m%d")
+    assert names[0].startswith("decodescope-answers-The-capital-of-France-is-depth3-budget24-branch3-model-" + stamp)
+    assert names[1].startswith("decodescope-answers-法国的首都是-depth3-budget24-branch3-sampler-t0.7-k0-p1-m0-")
+    assert all(name.endswith(".json") and "/" not in name for name in names)

@@ -7,50 +7,12 @@ import re
 
 import pytest
 
-from app_helpers import open_app, texts, unescaped
+from app_helpers import THREE_WORDS, latin_runs, open_app, texts, unescaped
 from engine.grammar.constrain import output_verdict, VERDICT_WORDS
 from figures.labels import one_line, visible
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
-THREE_WORDS = re.compile(r"[A-Za-z]+(?:[\s,.;:()'’]+[A-Za-z]+){2}")      # (YYYY-MM-DD is one)
 ZH = texts("structured", "zh")
-
-
-def _element_texts(at) -> list:
-    """Every text an element of the page shows (labels, help, options, bodies), sidebar included."""
-    out = []
-    for node in _walk(at._tree):
-        proto = getattr(node, "proto", None)
-        if proto is None:
-            continue
-        for field in ("body", "label", "help", "value", "caption", "placeholder", "text"):
-            value = getattr(proto, field, None)
-            if isinstance(value, str) and value:
-                out.append(value)
-        options = getattr(proto, "options", None)
-        if options is not None and not isinstance(options, str):
-            out += [o for o in options if isinstance(o, str)]
-    return out
-
-
-def _walk(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from _walk(child)
-
-
-def latin_runs(at, own: list) -> list:
-    """Runs of three Latin words in the page's texts, once code spans and the model's own texts are taken out."""
-    found = []
-    for text in _element_texts(at):
-        if text.lstrip().startswith(("<style", "<script")):          # the app's own styles and scripts
-            continue
-        bare = re.sub(r"`[^`]*`", " ", unescaped(text))
-        for piece in sorted(own, key=len, reverse=True):     # a token's text is code; longer texts are taken out
-            if len(piece.strip()) >= 3:
-                bare = bare.replace(piece, " ")
-        found += THREE_WORDS.findall(bare)
-    return found
 
 
 def _own_texts(at) -> list:

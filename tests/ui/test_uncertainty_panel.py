@@ -35,3 +35,21 @@ def test_strip_shows_each_steps_entropy_and_varentropy(tiny_loads):
     strip = next(f for f in figures(at) if f["data"][0].get("hovertemplate", "").find("H %{y") > 0)
     assert strip["data"][0]["y"] == pytest.approx([h / math.log(2) for h, _ in want], abs=1e-4)
     assert strip["data"][1]["y"] == pytest.approx([v / math.log(2) ** 2 for _, v in want], abs=1e-4)
+
+
+@pytest.mark.parametrize("lang,bits,nats", [("en", "bits", "nats"), ("zh", "比特", "奈特")])
+def test_the_unit_switch_sets_the_steps_metrics_too(tiny_loads, monkeypatch, lang, bits, nats):
+    """Switched to bits, the Entropy and Varentropy metrics beside the chart read in bits as well (H / ln 2,
+    V / ln² 2 by hand), and the unit is named in the page's language."""
+    at = open_app("step_by_step", params={"step": 1, "lang": lang}, new_tokens=1)
+    h, v = hand(tiny_loads, tiny_loads.tokenizer(PROMPT)["input_ids"])
+    metrics = {m.label: m.value for m in at.metric}
+    entropy, varentropy = list(metrics.values())[:2]
+    assert entropy == f"{h:.2f} {nats}" and varentropy == f"{v:.2f} {nats}²"
+    # AppTest formats a click's label outside the page's run, where the language comes from no session: the
+    # page's language is made the one it reads there too
+    import ui.i18n
+    monkeypatch.setattr(ui.i18n, "language", lambda: lang)
+    at.segmented_control(key="sbs_uncertainty_unit").set_value("bits").run()
+    entropy, varentropy = [m.value for m in at.metric][:2]
+    assert entropy == f"{h / math.log(2):.2f} {bits}" and varentropy == f"{v / math.log(2) ** 2:.2f} {bits}²"
