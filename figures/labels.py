@@ -70,3 +70,9 @@ def duration(seconds: float) -> str:
 def one_line(text: str) -> str:
     """Generated text for one Markdown line: newlines shown as ⏎, Markdown characters escaped."""
     return for_markdown(text.replace("\r\n", "\n").replace("\n", f" {NEWLINE} "))
+
+
+def code(text) -> str:
+    """`text` as an inline code span on one line (a code span shows its text literally)."""
+    flat = " ".join(str(text).split()).replace("`", "'")
+    return f"`{flat}`" if flat else "∅"

@@ -8,8 +8,7 @@ page's language: shown literally, never as Markdown, never passed off as a trans
 """
 from __future__ import annotations
 
-from figures.labels import for_markdown
-from ui.grammar_words import code
+from figures.labels import code, for_markdown
 from ui.i18n import DEFAULT_LANGUAGE, language, t, texts
 
 LITERAL = ("detail", "got", "char", "text")       # values quoted as code: what a library, a file or a user wrote

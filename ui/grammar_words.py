@@ -7,14 +7,8 @@ library) has no translation: it is quoted as code, literally, so that it never r
 from __future__ import annotations
 
 from engine import DecodeScopeError
-from figures.labels import for_markdown
+from figures.labels import code, for_markdown  # noqa: F401  (code: other modules read it from here)
 from ui.i18n import t
-
-
-def code(text) -> str:
-    """`text` as an inline code span on one line (a code span shows its text literally)."""
-    flat = " ".join(str(text).split()).replace("`", "'")
-    return f"`{flat}`" if flat else "∅"
 
 
 def _json_problem(problem: str, message: str) -> str:
@@ -39,7 +33,7 @@ def error_text(exc: DecodeScopeError) -> str:
     """Markdown for a grammar that cannot be used: the page's own words where the engine named the reason, else
     the engine's sentence, shown literally; any other engine error as every page says it (ui.engine_words)."""
     if getattr(exc, "param", "") != "grammar":
-        from ui.engine_words import engine_text     # (it quotes with this module's code())
+        from ui.engine_words import engine_text     # (both quote with figures.labels.code)
 
         return engine_text(exc)
     return reason_text(getattr(exc, "reason", ""), dict(getattr(exc, "values", {})), str(exc))

@@ -101,8 +101,11 @@ def test_the_order_comparison_names_all_three_orders(tiny_llama_folder):
     before = int((logits >= logits.max() + torch.log(torch.tensor(0.2))).sum())
     words = texts("pipeline")
     captions = [c.value for c in at.caption]
+    from ui.i18n import singular
+
     for order, n in (("transformers", after), ("llama_cpp", before), ("vllm", after)):
-        assert words["orders_kept"].format(order=words[f"order_{order}"], n=f"{n:,}") in captions, order
+        values = {"order": words[f"order_{order}"], "n": f"{n:,}"}
+        assert singular(words["orders_kept"], values, "en").format(**values) in captions, order
     assert words["stages_order_vllm"] in captions
     case = [w.value for w in at.warning if "min-p" in w.value]
     assert len(case) == 1
