@@ -21,7 +21,7 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
 # module's page pool and screenshots stay in one process), one at a time as it frees up, so the long ones must
 # not be left for the end of one process's run.
 LONGEST_FIRST = ["test_app.py", "test_stage_browser.py", "test_room_browser.py", "test_hostile_uploads_browser.py",
-                 "test_first_screen_browser.py", "test_load.py", "test_served_browser.py", "test_bad_input_browser.py",
+                 "test_first_screen_browser.py", "test_served_browser.py", "test_bad_input_browser.py",
                  "test_readable.py"]
 
 
