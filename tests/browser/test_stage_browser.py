@@ -160,7 +160,13 @@ def nine_stages_readable(page, lang: str) -> None:
     assert table.get_by_text(words["col_state"]).count() >= 1
     page.get_by_text(words["stages_title"]).first.click()      # closed again: the page as it opened
     wait_idle(page)
-    page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); if (m) m.scrollTop = 0; }")
+    back_to_the_top(page)
+
+
+def back_to_the_top(page) -> None:
+    """Scroll the page back to its top and take the focus off any field: the page as it opened, for the next look."""
+    page.evaluate("""() => { if (document.activeElement) document.activeElement.blur();
+                             const m = document.querySelector('[data-testid="stMain"]'); if (m) m.scrollTop = 0; }""")
     page.wait_for_function("() => ((document.querySelector('[data-testid=\"stMain\"]') || {}).scrollTop || 0) === 0")
 
 
@@ -246,6 +252,7 @@ def test_text_in_chips_legends_dropdowns_tables_and_axes_grows(pool, server, nam
             open_list(page, box, options)
             sizes[present].update(font_sizes(page, {what: options}))
             page.keyboard.press("Escape")
+            back_to_the_top(page)       # the focused box had scrolled the page to it
         if name not in LOOKED_AT_LATER:
             pool.take(name, looked_at(present), SCREENS[0]).close()
     for what in sizes["0"]:
