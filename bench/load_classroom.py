@@ -13,8 +13,9 @@ median and worst time per session (page open to the lane's text on screen; the p
 also decodes a greedy reference lane of the same length) and the server's RSS: right
 after start, after one session, and after all sessions.
 
-The checks are shared with tests/browser/test_load.py, which asserts them; timings are
-only printed, never asserted.
+The plan and the checks are shared with tests/browser/test_room_browser.py, which asserts them on the eight
+students of a room (two processes; the one that takes every student when the other dies is the one whose
+memory is compared); timings are only printed here, never asserted.
 """
 from __future__ import annotations
 

@@ -312,8 +312,9 @@ def open_page(page, server, name: str, query: str = "", timeout_ms: int = MODEL_
 class PagePool:
     """Pages opened once and read by several tests of a module: one page load instead of one per test.
 
-    Only for tests that look (read boxes, colours, texts; hover or move the focus): a test that clicks,
-    types or uploads changes the page for the next one, and takes a page of its own."""
+    Only for tests that look (read boxes, colours, texts; hover, resize or move the focus): a test that clicks,
+    types or uploads changes the page for the next one, and takes a page of its own (`take`: the pool's own,
+    once the tests that look at it have run)."""
 
     def __init__(self, context, server):
         self.context, self.server, self.pages = context, server, {}
@@ -326,6 +327,13 @@ class PagePool:
             open_page(page, self.server, name, query)
             self.pages[key] = page
         return self.pages[key]
+
+    def take(self, name: str, query: str, size: tuple = (1400, 1000)):
+        """The page, out of the pool, for a test that then changes it (and closes it): the one the looking tests
+        used when they came first, else a fresh one."""
+        page = self.get(name, query, size)
+        del self.pages[(name, query, size)]
+        return page
 
     def close(self) -> None:
         for page in self.pages.values():

@@ -17,11 +17,12 @@ from browser_helpers import (act, assert_no_exception, click_key, open_page, scr
 
 
 # The modules that take longest, started first (worker-seconds in a full run on a busy 2-core machine: 860, 625,
-# 330, 175, 165, 100, 110, 90): `make test` gives each process whole browser modules (tests/scheduling.py: a
-# module's page pool and screenshots stay in one process), one at a time as it frees up, so the long ones must
-# not be left for the end of one process's run.
-LONGEST_FIRST = ["test_app.py", "test_stage_browser.py", "test_room_browser.py", "test_hostile_uploads_browser.py",
-                 "test_first_screen_browser.py", "test_load.py", "test_served_browser.py", "test_bad_input_browser.py",
+# 330, 165, 110, 90, and about 60 for the hostile uploads since they keep to the files a browser must see; the room
+# now also holds the classroom's checks, a little longer): `make test` gives each process whole browser modules
+# (tests/scheduling.py: a module's page pool and screenshots stay in one process), one at a time as it frees up,
+# so the long ones must not be left for the end of one process's run.
+LONGEST_FIRST = ["test_app.py", "test_stage_browser.py", "test_room_browser.py", "test_first_screen_browser.py",
+                 "test_served_browser.py", "test_bad_input_browser.py", "test_hostile_uploads_browser.py",
                  "test_readable.py"]
 
 

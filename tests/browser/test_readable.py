@@ -1,13 +1,13 @@
 """Readability in Chromium: the legend never sits on the chart title and keeps to two rows (English and
-中文, with top-p), and figure text (ticks, titles, legends, notes on lines, the beam tree's node labels) and
-captions reach a contrast of at least 4.5:1 against the page, with and without presentation mode."""
+中文, with top-p), and figure text (ticks, titles, legends, notes on lines) and captions reach a contrast of at
+least 4.5:1 against the page, with and without presentation mode (the beam tree's node labels and the notes on
+other pages' charts: test_stage_browser.py, on the pages it opens in presentation mode)."""
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from browser_helpers import SCREENSHOTS, PagePool, assert_no_exception, open_page
+from contrast import contrast, page_background, rgb, text_colours
 
 QUERY = "strategy=sample&top_p=0.9&temperature=0.7&max_new_tokens=3&tour=0"
 PROJECTOR = (1280, 720)
@@ -26,26 +26,6 @@ def step_by_step(pool, lang: str = "en", present: str = "0"):
     return pool.get("step_by_step", f"{QUERY}&lang={lang}&present={present}", PROJECTOR)
 
 
-def rgb(text: str) -> tuple:
-    values = [float(v) for v in re.findall(r"[\d.]+", text)]
-    return tuple(values[:3]) + ((values[3],) if len(values) > 3 else (1.0,))
-
-
-def luminance(colour: tuple) -> float:
-    def channel(c):
-        c /= 255
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-    r, g, b = colour[:3]
-    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
-
-
-def contrast(fore: tuple, back: tuple, alpha: float = 1.0) -> float:
-    """WCAG contrast of `fore` drawn with opacity `alpha` over the opaque `back`."""
-    mixed = tuple(alpha * f + (1 - alpha) * b for f, b in zip(fore[:3], back[:3]))
-    hi, lo = sorted((luminance(mixed), luminance(back)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
-
-
 @pytest.mark.parametrize("lang,present", [("en", "0"), ("zh", "0"), ("en", "1"), ("zh", "1")])
 def test_legend_stays_clear_of_the_title(pool, server, lang, present):
     page = step_by_step(pool, lang, present)
@@ -61,19 +41,6 @@ def test_legend_stays_clear_of_the_title(pool, server, lang, present):
     assert 1 <= len(rows) <= 2, rows
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     chart.screenshot(path=str(SCREENSHOTS / f"legend_top_p_{lang}_present{present}.png"))
-
-
-def page_background(page) -> tuple:
-    return rgb(page.evaluate("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]')).backgroundColor"))
-
-
-def text_colours(chart, selector: str) -> list:
-    """(text, fill, the product of fill-opacity and opacity up to the chart) of each element drawn."""
-    return chart.locator(selector).evaluate_all("""els => els.filter(e => e.getBBox().width > 0).map(e => {
-        let alpha = parseFloat(getComputedStyle(e).fillOpacity);
-        for (let n = e; n && !n.classList.contains('js-plotly-plot'); n = n.parentElement)
-            alpha *= parseFloat(getComputedStyle(n).opacity);
-        return [e.textContent, getComputedStyle(e).fill, alpha]; })""")
 
 
 @pytest.mark.parametrize("present", ["0", "1"])
@@ -94,28 +61,6 @@ def test_figure_text_and_captions_reach_4_5_to_1(pool, present):
     colour, opacity = caption.evaluate("el => [getComputedStyle(el).color, getComputedStyle(el).opacity]")
     c = rgb(colour)
     assert contrast(c, back, alpha=c[3] * float(opacity)) >= 4.5, (colour, opacity)
-
-
-# page -> (its chart's key, the text drawn on it, how many at least)
-DRAWN_TEXT = {"beam_tree": ("beam_chart", ".textpoint text", 5),
-              "teacher_forcing": ("tf_forced_chart", ".annotation-text", 1),
-              "expected_embedding": ("ee_lane_chart", ".annotation-text", 1)}
-
-
-@pytest.mark.parametrize("present", ["0", "1"])
-@pytest.mark.parametrize("name", list(DRAWN_TEXT))
-def test_notes_and_node_labels_reach_4_5_to_1(page, server, name, present):
-    """The beam tree's node labels, "first divergence" and "lanes part" read like the rest of the page."""
-    key, selector, least = DRAWN_TEXT[name]
-    open_page(page, server, name, f"lang=en&tour=0&max_new_tokens=6&present={present}")
-    assert_no_exception(page, server)
-    chart = page.locator(f'[class*="st-key-{key}"] .js-plotly-plot').first
-    chart.wait_for()
-    back = page_background(page)
-    drawn = text_colours(chart, selector)
-    assert len(drawn) >= least, drawn
-    for text, fill, alpha in drawn:
-        assert contrast(rgb(fill), back, alpha=alpha) >= 4.5, (name, text, fill, alpha)
 
 
 def test_charts_add_no_toolbar_stops_to_the_tab_order(pool):

@@ -1,6 +1,6 @@
 """A room in a real browser: `python -m room` with two app processes behind HAProxy, all on 127.0.0.1.
 
-One room for the module, eight browser contexts (eight students) opened through the proxy once: the cookie
+One room for the module, eight browser contexts (eight students) opened through the proxy at once: the cookie
 spreads them over both processes and keeps each on its own for 20 Nexts; a trace downloaded from one process
 is uploaded to the other, both through the proxy; a second HAProxy without the cookie, on the same two
 processes, shows what the cookie is for (a session's download is found only on its own process, so a request
@@ -8,6 +8,13 @@ that goes to the other finds nothing); then one process is killed, and its stude
 with their settings and step, the same tokens decoded again, and a note saying so. Every process the room
 started is stopped by its id at the end, whatever happened (the launcher stops them; what is left is killed).
 Skipped, with the reason, when HAProxy is not installed (`make test` installs it as root).
+
+The students are also a classroom (bench/load_classroom.py's plan and checks): each has a sampled decode of
+its own prompt and seed, students 0 and 1 are twins (same prompt, same seed); each shows its own prompt and
+exactly the tokens the engine samples in this process for that prompt and seed (no session sees another's
+result, no random state leaks between sessions or processes), and the twins show identical text. The model is
+loaded once per process: the process that takes every student when the other dies holds, with those eight
+sessions, less than 300 MB more than it held with one.
 """
 from __future__ import annotations
 
@@ -24,8 +31,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
+from playwright.sync_api import expect
+
+from bench.load_classroom import TEMPERATURE, Session, check, expected_tokens, plan, rss_mb
 from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, SCREENSHOTS, START_TIMEOUT_S, _die_with_parent,
-                             assert_no_exception, begin_action, free_port, messages, new_context, shown_tokens, upload,
+                             assert_no_exception,
+                             begin_action, free_port, messages, new_context, shown_tokens, upload,
                              wait_chart, wait_idle)
 from room.config import COOKIE, render
 from room.launch import haproxy_binary
@@ -35,13 +46,17 @@ pytestmark = pytest.mark.skipif(
 
 STUDENTS = 8
 NEXTS = 20
-PROMPT = "Once upon a time"
+TOKENS = NEXTS + 4          # each student's decode; 1 + NEXTS of them are on screen at the end
+CLASS = plan(STUDENTS)      # each student's prompt and seed; students 0 and 1 are twins
+SOLO = Session(-1, "A single student asks about the weather:", 7)
 NOTE = "The app's server process was restarted"          # the start of common.session_restarted (en)
 DOWNLOADED: dict = {}       # the trace download's address and the tab that made it, for the control
+MEMORY: dict = {}           # the surviving process's resident memory with one session (MB)
 
 
-def link(seed: int) -> str:
-    return urlencode({"prompt": PROMPT, "strategy": "sample", "seed": seed, "max_new_tokens": NEXTS + 4})
+def link(student: Session) -> str:
+    return urlencode({"prompt": student.prompt, "strategy": "sample", "temperature": TEMPERATURE,
+                      "seed": student.seed, "max_new_tokens": TOKENS})
 
 
 def step_of(url: str) -> int:
@@ -136,13 +151,31 @@ def room(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def students(browser, room):
-    """Eight tabs through the proxy, each in its own browser context (its own cookie), each with its own seed."""
+def expected(bundled) -> dict:
+    """What the engine samples in this process for each student's prompt and seed: the first 1 + NEXTS tokens."""
+    return {(s.prompt, s.seed): expected_tokens(bundled, s, TOKENS)[:NEXTS + 1] for s in [SOLO, *CLASS]}
+
+
+@pytest.fixture(scope="module")
+def students(browser, room, expected):
+    """First one tab alone on the second process (its memory with one session), then eight tabs through the proxy,
+    each in its own browser context (its own cookie), each with its own prompt and seed."""
+    solo = new_context(browser)
+    try:
+        app2 = room.app("app2")
+        page = solo.new_page()
+        page.goto(f"http://127.0.0.1:{app2['port']}/step_by_step?{link(SOLO)}", wait_until="domcontentloaded")
+        wait_idle(page)
+        wait_chart(page)
+        assert problems([read(page, SOLO)], expected, 1) == []
+        MEMORY["one_session_mb"] = rss_mb(app2["pid"])
+    finally:
+        solo.close()
     contexts = [new_context(browser) for _ in range(STUDENTS)]
     try:
         pages = [c.new_page() for c in contexts]
-        for i, page in enumerate(pages):            # all at once: the first runs overlap on the two processes
-            page.goto(f"{room.url}/step_by_step?{link(100 + i)}", wait_until="domcontentloaded")
+        for student, page in zip(CLASS, pages):     # all at once: the first runs overlap on the two processes
+            page.goto(f"{room.url}/step_by_step?{link(student)}", wait_until="domcontentloaded")
         for page in pages:
             wait_idle(page)
             wait_chart(page)
@@ -152,11 +185,32 @@ def students(browser, room):
             c.close()
 
 
-def test_eight_students_spread_over_both_processes_and_each_stays_on_its_own(students):
+def read(page, student: Session) -> Session:
+    """What the student's tab shows, into `student` (for bench/load_classroom.py's check): its prompt, once the
+    box holds one (it may be drawn a moment after the tokens), and its tokens up to the cursor."""
+    box = page.locator("[data-testid='stSidebar'] .st-key-prompt textarea").first
+    try:
+        expect(box).to_have_value(student.prompt, timeout=30_000)
+    except AssertionError:          # the check names the prompt it shows
+        pass
+    student.shown_prompt = box.input_value()
+    student.tokens = [text for _, text in shown_tokens(page)]
+    student.seconds = 0.0           # finished
+    return student
+
+
+def problems(shown: list, expected: dict, steps: int) -> list:
+    """bench/load_classroom.py's check of the students read, at step `steps` (the engine's first tokens)."""
+    return check(shown, {key: tokens[:steps] for key, tokens in expected.items()}, steps)
+
+
+def test_eight_students_spread_over_both_processes_and_each_stays_on_its_own(students, expected):
     first = [server_id(p.context) for p in students]
     assert set(first) == {"app1", "app2"}, first
     for page in students:
         assert page.get_by_text(NOTE).count() == 0          # a first visit names no earlier session
+    # each shows its own prompt and the engine's first token for it, the twins the same one
+    assert problems([read(p, s) for p, s in zip(students, CLASS)], expected, 1) == []
     for n in range(1, NEXTS + 1):
         click_next(students)
         assert [step_of(p.url) for p in students] == [n + 1] * STUDENTS
@@ -164,6 +218,8 @@ def test_eight_students_spread_over_both_processes_and_each_stays_on_its_own(stu
     for page in students:
         assert [s for s, _ in shown_tokens(page)] == list(range(1, NEXTS + 2))
         assert_no_exception(page)
+    # and at the end its own 1 + NEXTS tokens, exactly the engine's for its prompt and seed; the twins identical
+    assert problems([read(p, s) for p, s in zip(students, CLASS)], expected, NEXTS + 1) == []
 
 
 def test_a_download_from_one_process_and_its_upload_to_the_other(students, tmp_path):
@@ -174,7 +230,7 @@ def test_a_download_from_one_process_and_its_upload_to_the_other(students, tmp_p
     path = tmp_path / "trace.json"
     info.value.save_as(path)
     trace = json.loads(path.read_text(encoding="utf-8"))
-    assert trace["prompt"] == PROMPT and len(trace["steps"]) == NEXTS + 1
+    assert trace["prompt"] == CLASS[students.index(giver)].prompt and len(trace["steps"]) == NEXTS + 1
     students_media = info.value.url
     viewing = taker.get_by_text("Viewing a recorded trace")
     upload(taker, "sbs_upload", path, shows=viewing)        # through the proxy, to the taker's own process
@@ -253,6 +309,9 @@ def test_a_process_that_dies_leaves_its_students_on_the_other_with_their_steps(r
         assert_no_exception(page)
     for page in stayers:                                     # the other process's students saw nothing happen
         assert page.get_by_text(NOTE).count() == 0 and shown_tokens(page) == before[id(page)][1]
+    # the survivor now holds every student's session: the model is not loaded again per session
+    eight = rss_mb(room.app("app2")["pid"])
+    assert eight - MEMORY["one_session_mb"] < 300, (MEMORY, eight)
     mover = movers[0]                                        # and the moved student goes on from there
     click_next([mover])
     assert step_of(mover.url) == NEXTS + 2 and server_id(mover.context) == "app2"

@@ -5,6 +5,12 @@ its plot area, its title, its axis titles and tick labels all lie inside the win
 The page opens fresh at the first size (a new tab, sized before the page is drawn), as on a projector; then
 the window grows to the second size, as a teacher's window made larger (the stage follows the window). Screenshots
 of each first screen land in artifacts/screenshots/stage_<page>_<width>x<height>[_zh].png.
+
+On the same pages, with and without `present=1`: everything that holds text grows with it (token chips, the
+colour legend, dropdown text, tables, lane chips and axis titles: the browser's computed font size), and the
+notes drawn on charts and the beam tree's node labels reach a contrast of 4.5:1. These tests only look, so they
+share the page loads (a module's page pool): the English pages the first-screen test opened in presentation mode,
+and each page without it, opened once.
 """
 from __future__ import annotations
 
@@ -12,7 +18,8 @@ import json
 
 import pytest
 
-from browser_helpers import ROOT, SCREENSHOTS, assert_no_exception, open_page, wait_idle
+from browser_helpers import ROOT, SCREENSHOTS, PagePool, assert_no_exception, open_page, wait_idle
+from contrast import contrast, page_background, rgb, text_colours
 
 # page -> Streamlit key (prefix) of its main figure
 MAIN_FIGURE = {"step_by_step": "sbs_chart", "beam_tree": "beam_chart", "compare": "cmp_chart",
@@ -81,19 +88,34 @@ NINE_STAGES = ("strategy=sample&sampler_order=llama.cpp&temperature=0.8&dynatemp
                "&prompt=One%2C+two%2C+three%2C+four.+One%2C+two%2C")
 
 
+def looked_at(present: str) -> str:
+    """The address of a page in English, in presentation mode or not, that the module's looking tests share (in
+    presentation mode: the first-screen test's own, but on Step by step, which it opens with nine stages on)."""
+    return f"present={present}&tour=0&lang=en&max_new_tokens=6"
+
+
+@pytest.fixture(scope="module")
+def pool(shared_context, server):
+    pages = PagePool(shared_context, server)
+    yield pages
+    pages.close()
+
+
+def stage_query(name: str, lang: str) -> str:
+    extra = f"&{NINE_STAGES}" if name == "step_by_step" else ""
+    return f"present=1&tour=0&lang={lang}&max_new_tokens=6{extra}"
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(MAIN_FIGURE))
-def test_main_figure_is_on_the_first_screen(context, server, name, lang):
+def test_main_figure_is_on_the_first_screen(pool, server, name, lang):
     key = MAIN_FIGURE[name]
-    page = context.new_page()
+    page = pool.get(name, stage_query(name, lang), SCREENS[0])      # sized before the page is drawn
     try:
+        assert_no_exception(page, server)
+        page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
         for n, (width, height) in enumerate(SCREENS):
-            page.set_viewport_size({"width": width, "height": height})      # the first: before the page is drawn
-            if n == 0:
-                extra = f"&{NINE_STAGES}" if name == "step_by_step" else ""
-                open_page(page, server, name, f"present=1&tour=0&lang={lang}&max_new_tokens=6{extra}")
-                assert_no_exception(page, server)
-                page.locator(f'[class*="st-key-{key}"] .js-plotly-plot .main-svg').first.wait_for()
+            page.set_viewport_size({"width": width, "height": height})
             stage_drawn_at(page, key, width, height)
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             suffix = "" if lang == "en" else f"_{lang}"
@@ -104,7 +126,8 @@ def test_main_figure_is_on_the_first_screen(context, server, name, lang):
                 nine_stages_readable(page, lang)
         assert_no_exception(page, server)
     finally:
-        page.close()
+        if (name, lang) not in SHARED:        # no other test looks at it: closed now
+            pool.take(name, stage_query(name, lang), SCREENS[0]).close()
 
 
 def nine_stages_readable(page, lang: str) -> None:
@@ -137,8 +160,127 @@ def nine_stages_readable(page, lang: str) -> None:
     assert table.get_by_text(words["col_state"]).count() >= 1
     page.get_by_text(words["stages_title"]).first.click()      # closed again: the page as it opened
     wait_idle(page)
-    page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); if (m) m.scrollTop = 0; }")
+    back_to_the_top(page)
+
+
+def back_to_the_top(page) -> None:
+    """Scroll the page back to its top and take the focus off any field: the page as it opened, for the next look."""
+    page.evaluate("""() => { if (document.activeElement) document.activeElement.blur();
+                             const m = document.querySelector('[data-testid="stMain"]'); if (m) m.scrollTop = 0; }""")
     page.wait_for_function("() => ((document.querySelector('[data-testid=\"stMain\"]') || {}).scrollTop || 0) === 0")
+
+
+# page -> (its chart's key, the text drawn on it, how many at least): the contrast test's, below
+DRAWN_TEXT = {"beam_tree": ("beam_chart", ".textpoint text", 5),
+              "teacher_forcing": ("tf_forced_chart", ".annotation-text", 1),
+              "expected_embedding": ("ee_lane_chart", ".annotation-text", 1)}
+# the pages a test after the font sizes' looks at again (the others are closed once measured, to keep the browser
+# to a few tabs): the notes' contrast, and the step slider's test, which takes Step by step and clicks Next
+LOOKED_AT_LATER = {*DRAWN_TEXT, "step_by_step"}
+
+
+# ---- presentation mode: everything that holds text grows with it ------------------------------------------
+GROWTH = 1.15          # at least this much larger in presentation mode
+
+# what is measured, by page: a name -> a CSS selector for the element whose own text is measured
+MEASURED = {
+    "step_by_step": {
+        "token chips": '[data-testid="stHtml"] div[style*="monospace"] span[title]',
+        "colour legend": '[data-testid="stHtml"] span[style*="padding:1px 6px"]',
+        "dropdown text": '.st-key-sbs_branch_token input',               # the choice shown in the box
+        "axis title": '[class*="st-key-sbs_chart"] .g-xtitle text',
+    },
+    "beam_tree": {
+        "table": '.st-key-beam_table [data-testid="stTable"] td',
+        "axis title": '[class*="st-key-beam_chart"] .g-xtitle text',
+    },
+    "compare": {
+        "lane chips": '[class*="st-key-cmp_lane_"] [data-testid="stHtml"] span[title]',
+        "axis title": '[class*="st-key-cmp_chart"] .g-xtitle text',
+    },
+}
+
+
+# page -> (name, a dropdown's box, its options)
+OPENED = {"step_by_step": ("dropdown options", '.st-key-sbs_branch_token input',
+                           '[data-testid="stSelectboxVirtualDropdown"] [role="option"]')}
+
+
+def open_list(page, box: str, options: str, tries: int = 5) -> None:
+    """Open a dropdown from the keyboard. A key pressed while the page is still settling after its first
+    load (a box drawn again) can be lost, so the key is pressed again until the list shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        wait_idle(page)
+        page.locator(box).first.focus()
+        page.keyboard.press("ArrowDown")
+        try:
+            page.locator(options).first.wait_for(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"the dropdown {box} did not open after {tries} presses of the down arrow")
+
+
+def font_sizes(page, selectors: dict) -> dict:
+    """name -> the computed font size (px) of the first element under the selector that holds text itself."""
+    return page.evaluate("""(selectors) => {
+        const holdsText = (e) => e.tagName === 'INPUT' || [...e.childNodes].some(
+            n => n.nodeType === 3 && n.textContent.trim());
+        const out = {};
+        for (const [name, selector] of Object.entries(selectors)) {
+            const roots = [...document.querySelectorAll(selector)];
+            const el = roots.map(r => holdsText(r) ? r : [...r.querySelectorAll('*')].find(holdsText)).find(Boolean);
+            out[name] = el ? parseFloat(getComputedStyle(el).fontSize) : null;
+        }
+        return out;
+    }""", selectors)
+
+
+@pytest.mark.parametrize("name", list(MEASURED))
+def test_text_in_chips_legends_dropdowns_tables_and_axes_grows(pool, server, name):
+    sizes = {}
+    for present in ("0", "1"):
+        page = pool.get(name, looked_at(present), SCREENS[0])
+        assert_no_exception(page, server)
+        for selector in MEASURED[name].values():     # every part measured is drawn (the chart, the table...)
+            page.locator(selector).first.wait_for(state="attached")
+        sizes[present] = font_sizes(page, MEASURED[name])
+        if name in OPENED:              # a dropdown's list of options, drawn outside the page once it opens
+            what, box, options = OPENED[name]
+            open_list(page, box, options)
+            sizes[present].update(font_sizes(page, {what: options}))
+            page.keyboard.press("Escape")
+            back_to_the_top(page)       # the focused box had scrolled the page to it
+        if name not in LOOKED_AT_LATER:
+            pool.take(name, looked_at(present), SCREENS[0]).close()
+    for what in sizes["0"]:
+        plain, presented = sizes["0"][what], sizes["1"][what]
+        assert plain and presented, (name, what, sizes)
+        assert presented >= GROWTH * plain, (name, what, plain, presented)
+
+
+# ---- the notes on charts and the beam tree's node labels reach 4.5:1 ------------------------------------------
+@pytest.mark.parametrize("present", ["0", "1"])
+@pytest.mark.parametrize("name", list(DRAWN_TEXT))
+def test_notes_and_node_labels_reach_4_5_to_1(pool, server, name, present):
+    """The beam tree's node labels, "first divergence" and "lanes part" read like the rest of the page."""
+    key, selector, least = DRAWN_TEXT[name]
+    page = pool.get(name, looked_at(present), SCREENS[0])
+    assert_no_exception(page, server)
+    chart = page.locator(f'[class*="st-key-{key}"] .js-plotly-plot').first
+    chart.wait_for()
+    back = page_background(page)
+    drawn = text_colours(chart, selector)
+    assert len(drawn) >= least, drawn
+    for text, fill, alpha in drawn:
+        assert contrast(rgb(fill), back, alpha=alpha) >= 4.5, (name, text, fill, alpha)
+    pool.take(name, looked_at(present), SCREENS[0]).close()           # the last test that looks at it
+
+
+# the first-screen test's pages that the tests above look at after it (the others are closed at its end)
+SHARED = {(name, "en") for name in (*MEASURED, *DRAWN_TEXT) if stage_query(name, "en") == looked_at("1")}
 
 
 LARGE = (1920, 1080)
@@ -186,18 +328,21 @@ def test_main_figure_fills_a_large_window(page, server, name):
 
 
 @pytest.mark.parametrize("present", ["0", "1"])
-def test_the_chart_stays_in_place_when_the_step_slider_comes(page, server, present):
+def test_the_chart_stays_in_place_when_the_step_slider_comes(pool, server, present):
     """On the first step a note stands where the step slider will be, as tall as the slider: the first Next
     brings the slider, and the chart (drawn on the click, from the figure sent ahead) does not move down."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    open_page(page, server, "step_by_step", f"present={present}&tour=0&lang=en&max_new_tokens=6")
-    chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot .main-svg').first
-    chart.wait_for()
-    wait_idle(page)
-    assert page.locator(".st-key-sbs_slider").count() == 0
-    top = chart.bounding_box()["y"]
-    page.locator(".st-key-sbs_next button").first.click()
-    page.locator(".st-key-sbs_slider").first.wait_for()
-    wait_idle(page)
-    assert chart.bounding_box()["y"] == pytest.approx(top, abs=1), present
-    assert_no_exception(page, server)
+    page = pool.take("step_by_step", looked_at(present), SCREENS[0])     # 1280x720: what the tests above saw
+    try:
+        page.set_viewport_size({"width": 1280, "height": 720})
+        chart = page.locator('[class*="st-key-sbs_chart"] .js-plotly-plot .main-svg').first
+        chart.wait_for()
+        wait_idle(page)
+        assert page.locator(".st-key-sbs_slider").count() == 0
+        top = chart.bounding_box()["y"]
+        page.locator(".st-key-sbs_next button").first.click()
+        page.locator(".st-key-sbs_slider").first.wait_for()
+        wait_idle(page)
+        assert chart.bounding_box()["y"] == pytest.approx(top, abs=1), present
+        assert_no_exception(page, server)
+    finally:
+        page.close()
