@@ -114,6 +114,17 @@ def step_link(steps: int):
     return run
 
 
+def step_long_prompt(prompt_tokens: int):
+    def run(lm, watch):
+        """Step-by-step opened on a prompt of `prompt_tokens` tokens: its first step (the page draws it)."""
+        from engine import DecodeConfig
+        from engine.decoding.stepper import Stepper
+
+        Stepper(lm, prompt_of(lm, prompt_tokens), DecodeConfig(max_new_tokens=8))
+        watch.shown()
+    return run
+
+
 def compare_lanes(prompt_tokens: int, new_tokens: int):
     def run(lm, watch):
         """Compare: six lanes over one long prompt."""
@@ -149,6 +160,7 @@ CASES = {   # name: (family, what it is, run)
     "dry-breakers-at-their-limits": ("DRY", "64 breakers of 40 characters, by link: the first step",
                                      dry_at_its_limits),
     "step-link-1024": ("Step-by-step", "step=1024&max_new_tokens=1024 (greedy, no end token)", step_link(1024)),
+    "step-prompt-8000-tokens": ("Step-by-step", "a prompt of 8,000 tokens: the first step", step_long_prompt(8000)),
     "compare-6-lanes-8000-tokens": ("Compare", "six lanes over an 8,000-token prompt, 32 tokens each",
                                     compare_lanes(8000, 32)),
 }

@@ -1,10 +1,9 @@
 """Forward passes for whole answers: the prompt once, then many continuations of it in one batch.
 
-The prompt's keys and values are computed once (`PromptCache`), a long prompt in parts of `PREFILL_TOKENS`
-(each part a pass that can report progress and be stopped), and shared by every row that continues it, never
-copied per row (engine.decoding.shared_prefix).
-The tree keeps, for every prefix it expanded, the keys and values of that
-prefix's last token (`expand`): a batch then runs one new token per row, each row's own part of the cache
+The prompt's keys and values are computed once (`PromptCache`), a long prompt in parts (engine.decoding.prefill:
+each part a pass that can report progress and be stopped), and shared by every row that continues it, never
+copied per row (engine.decoding.shared_prefix). The tree keeps, for every prefix it expanded, the keys and
+values of that prefix's last token (`expand`): a batch then runs one new token per row, each row's own part of the cache
 gathered from the rows of its ancestors by one index. Prefixes of different lengths are padded on the left of
 their own part; an attention mask hides the padding and the position ids skip it, so each row computes exactly
 what a forward pass over prompt + its own continuation computes (tests/engine/test_answers.py checks it).
@@ -18,10 +17,9 @@ import copy
 
 import torch
 
+from engine.decoding.prefill import read_in_parts
 from engine.decoding.runner import forward_kwargs
 from engine.decoding.shared_prefix import row_chunks, rows_per_pass, shareable, shared_rows
-
-PREFILL_TOKENS = 512      # a prompt longer than this is read in parts of this many tokens
 
 
 class PromptCache:
@@ -33,24 +31,22 @@ class PromptCache:
     def __init__(self, lm, prompt_ids: list, should_stop=None, on_part=None):
         self.lm, self.prompt_ids = lm, list(prompt_ids)
         self._fwd = forward_kwargs(lm.model)
-        self.passes, self.stopped = 0, False
-        ids = torch.tensor([self.prompt_ids], device=lm.device)
-        past, out = None, None
-        for start in range(0, len(self.prompt_ids), PREFILL_TOKENS):
-            if start and should_stop is not None and should_stop():
-                self.stopped = True
-                break
-            out = lm.model(input_ids=ids[:, start:start + PREFILL_TOKENS], past_key_values=past, use_cache=True,
-                           **self._fwd)
-            past = out.past_key_values
-            self.passes += 1
-            if on_part is not None:
-                on_part(min(start + PREFILL_TOKENS, len(self.prompt_ids)), len(self.prompt_ids))
-        self.logits = out.logits[:, -1].to("cpu", torch.float32)     # [1, V]: the root's next token
-        self._past = past
-        self._shared = shareable(past)
+        self.passes = 0
         self._slots: dict = {}            # expanded node id -> its row in self._kept
         self._kept = None                 # [layers, 2, capacity, kv heads, head dim]: each kept token's K and V
+        ids = torch.tensor([self.prompt_ids], device=lm.device)
+
+        def part(done: int, total: int) -> None:
+            self.passes += 1
+            if on_part is not None:
+                on_part(done, total)
+        out = read_in_parts(lm.model, ids, self._fwd, should_stop, part)
+        self.stopped = out is None
+        if self.stopped:
+            return
+        self.logits = out.logits[:, -1].to("cpu", torch.float32)     # [1, V]: the root's next token
+        self._past = out.past_key_values
+        self._shared = shareable(self._past)
 
     def fits_window(self, depth: int) -> bool:
         """Whether prompt + depth stays inside the model's sliding window, if it has one (kept rows are put

@@ -34,7 +34,8 @@ from ..config import MAX_TREE_BRANCH as MAX_BRANCH, MAX_TREE_BUDGET as MAX_BUDGE
 from ..errors import ConfigError
 from ..model import LoadedModel
 from .distribution import Distribution, entropy_and_varentropy, next_logprobs
-from .passes import PREFILL_TOKENS, PromptCache
+from engine.decoding import prefill
+from .passes import PromptCache
 from .stops import Endings, answer_text, check_stops
 
 
@@ -209,7 +210,7 @@ def read_prompt(lm: LoadedModel, prompt_ids: list, should_stop=None, progress=No
     empty = AnswerTree(tuple(prompt_ids), TreeSettings(), (_ROOT,), (), 0, 0, 0.0, True)
 
     def on_part(done: int, total: int) -> None:
-        if progress is not None and total > PREFILL_TOKENS:
+        if progress is not None and total > prefill.PREFILL_TOKENS:
             progress(0.0, f"reading the prompt: {done:,} of {total:,} tokens", lambda: empty)
     return PromptCache(lm, prompt_ids, should_stop=should_stop, on_part=on_part)
 

@@ -25,6 +25,7 @@ from engine.decoding.decoder import Decoder
 from engine.errors import ConfigError
 from engine.decoding.kv import cache_size
 from engine.model import LoadedModel
+from engine.decoding.prefill import read_in_parts
 from engine.decoding.runner import Forward, forward_kwargs
 from engine.decoding.shared_prefix import shareable, shared_rows
 from engine.trace import Step, Trace
@@ -62,7 +63,7 @@ class LaneBatch:
         n = len(self.lanes)
         if self._past is None:
             ids = torch.tensor([self.lanes[0].prompt_ids], device=self.lm.device)         # [1, P]
-            out = self.lm.model(input_ids=ids, use_cache=True, **self._fwd)
+            out = read_in_parts(self.lm.model, ids, self._fwd)                          # a long prompt in parts
             prefill_s = time.perf_counter() - t0
             _, rows, nbytes = cache_size(out.past_key_values)
             logits = out.logits[:, -1].to("cpu", torch.float32).expand(n, -1)         # every lane sees the same

@@ -12,11 +12,11 @@ import torch
 
 from engine import DecodeConfig, decode
 from engine.answers import TreeSettings, draw_samples, grow_tree
-from engine.answers import passes as passes_module
 from engine.answers import samples as samples_module
 from engine.answers import tree as tree_module
 from engine.answers.passes import PromptCache
 from engine.answers.run import explore
+from engine.decoding import prefill
 from engine.decoding.lanes import decode_lanes
 from tiny_models import tiny_gemma3, tiny_llama
 
@@ -133,8 +133,7 @@ def test_a_long_prompt_is_read_in_parts_with_progress_and_stop(monkeypatch):
     """A prompt longer than a part is read in parts: each a pass of at most that many tokens, each reported,
     the tree's masses still a plain pass's; a stop between parts ends with an empty tree said to be stopped."""
     lm = tiny_llama(seed=2)
-    monkeypatch.setattr(passes_module, "PREFILL_TOKENS", 32)
-    monkeypatch.setattr(tree_module, "PREFILL_TOKENS", 32)
+    monkeypatch.setattr(prefill, "PREFILL_TOKENS", 32)
     lines = []
     with Passes(lm) as seen:
         tree = grow_tree(lm, LONG, TreeSettings(depth=3, budget=12, branch=3, batch=4),
@@ -298,3 +297,21 @@ def test_the_command_line_shows_progress_on_a_terminal_only(monkeypatch):
     assert any(line.endswith("greedy: decoding (1 of 2)") for line in lines)
     assert any("4 samples: token 1 of 3" in line for line in lines)
     assert cli.terminal_progress(io.StringIO()) is None
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_a_decode_reads_a_long_prompt_in_parts_and_decodes_what_generate_does(monkeypatch, strategy):
+    """A prompt longer than a part (32 tokens here) is read in passes of at most 32 tokens, and greedy's and beam
+    search's tokens are generate's (which reads it in one pass)."""
+    monkeypatch.setattr(prefill, "PREFILL_TOKENS", 32)
+    lm = tiny_llama(seed=2)
+    text = "the cat sat on the mat " * 8
+    config = DecodeConfig(strategy=strategy, num_beams=3 if strategy == "beam" else 1, max_new_tokens=6,
+                          length_penalty=1.0)
+    with Passes(lm) as seen:
+        trace = decode(lm, text, config)
+    prompt = list(trace.prompt_token_ids)
+    assert len(prompt) > 64 and max(new for _, new, _ in seen.calls) == 32
+    out = lm.model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, num_beams=config.num_beams,
+                            length_penalty=1.0, pad_token_id=0, eos_token_id=list(lm.eos_token_ids) or None)
+    assert trace.best.token_ids == out[0, len(prompt):].tolist()[:len(trace.best.token_ids)]
