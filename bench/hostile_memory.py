@@ -18,6 +18,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # each case imports the engine in its own interpreter
+    from engine.model import LoadedModel
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -66,7 +70,7 @@ class Watch:
         self.load_after = os.getloadavg()[0]
 
 
-def prompt_of(lm, tokens: int) -> str:
+def prompt_of(lm: LoadedModel, tokens: int) -> str:
     """A text of about `tokens` tokens for this model."""
     ids = lm.tokenizer(TEXT * (tokens // 30 + 2), add_special_tokens=False)["input_ids"][:tokens]
     return lm.tokenizer.decode(ids)
@@ -74,7 +78,7 @@ def prompt_of(lm, tokens: int) -> str:
 
 def answers(prompt_tokens: int = 0, text: str | None = None, chat: bool = False, depth: int = 8, budget: int = 200,
             branch: int = 8, batch: int = 16, samples: int = 0, beams=(1, 4)):
-    def run(lm, watch):
+    def run(lm: LoadedModel, watch):
         from engine.answers import TreeSettings
         from engine.answers.run import explore
 
@@ -85,7 +89,7 @@ def answers(prompt_tokens: int = 0, text: str | None = None, chat: bool = False,
     return run
 
 
-def dry_at_its_limits(lm, watch):
+def dry_at_its_limits(lm: LoadedModel, watch):
     """Step-by-step opened by a link with DRY on and 64 sequence breakers of 40 characters, each beginning
     with letters many tokens end with: the page's first step."""
     from engine import DecodeConfig
@@ -100,7 +104,7 @@ def dry_at_its_limits(lm, watch):
 
 
 def step_link(steps: int):
-    def run(lm, watch):
+    def run(lm: LoadedModel, watch):
         """Step-by-step opened by a link on step `steps` with as many new tokens (no end token: every step runs):
         the page's replay, its bar drawn after the first step decoded."""
         from engine import DecodeConfig
@@ -115,7 +119,7 @@ def step_link(steps: int):
 
 
 def step_long_prompt(prompt_tokens: int):
-    def run(lm, watch):
+    def run(lm: LoadedModel, watch):
         """Step-by-step opened on a prompt of `prompt_tokens` tokens: its first step (the page draws it)."""
         from engine import DecodeConfig
         from engine.decoding.stepper import Stepper
@@ -126,7 +130,7 @@ def step_long_prompt(prompt_tokens: int):
 
 
 def compare_lanes(prompt_tokens: int, new_tokens: int):
-    def run(lm, watch):
+    def run(lm: LoadedModel, watch):
         """Compare: six lanes over one long prompt."""
         from engine import DecodeConfig
         from engine.decoding.lanes import decode_lanes
