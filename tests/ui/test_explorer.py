@@ -71,7 +71,8 @@ def test_step_forward_back_and_strategy(first_steps):
     assert not at.exception
     sorted_p = torch.sort(p1, descending=True).values
     keep = int((torch.cumsum(sorted_p, 0) < 0.5).sum()) + 1
-    assert f"top-p 0.5 kept {keep} token{'' if keep == 1 else 's'} covering {float(sorted_p[:keep].sum()):.2f}" in captions(at)
+    noun = "token" if keep == 1 else "tokens"
+    assert f"top-p 0.5 kept {keep} {noun} covering {float(sorted_p[:keep].sum()):.2f}" in captions(at)
     assert next(m.value for m in at.metric if m.label == "Tokens kept") == f"{keep:,}"
 
 
