@@ -222,10 +222,10 @@ def _step_chart(step, forced_here):
     chosen = step.chosen
     with facts_col:
         unit = chosen_unit(UNCERTAINTY)            # the panel's nats / bits switch, below, sets these too
-        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.2f} {unit_word(unit)}",
+        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.3f} {unit_word(unit)}",
                   help=t("step.entropy_help"))
         if not math.isnan(step.varentropy):
-            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.2f} {unit_word(unit)}²",
+            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.3f} {unit_word(unit)}²",
                       help=t("step.varentropy_help"))
         if chosen is not None:
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
@@ -259,7 +259,7 @@ def _branch_controls(event, step) -> None:
         return
     picked = _clicked_token(event, step)
     options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
-    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
+    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.4f})" for c in step.candidates}
     bcols = st.columns([3, 1])
     choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
                                 help=t("step.branch_help"))
