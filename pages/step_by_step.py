@@ -163,7 +163,7 @@ def _controls(playing: bool) -> None:
     """First, Back, Next, Play and the step slider: callbacks that move the cursor before the panel is drawn."""
     # room for each label beside its icon and its shortcut hint ("⏮ Reset Home" is the widest): at 1280 px with
     # the sidebar open, a narrower first column showed "R… Home"
-    cols = st.columns([1.85, 1.25, 1.25, 1.25, 3.0])
+    cols = st.columns([1.8, 1.45, 1.45, 1.3, 2.6])
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
                    help=t("step.reset_help"), disabled=recorded is not None, shortcut=shortcut("first"))
     cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",

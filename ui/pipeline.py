@@ -123,7 +123,10 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         if not any(row[t("pipeline.col_state")] for row in rows):       # no stage with a state: no column
             rows = [{k: v for k, v in row.items() if k != t("pipeline.col_state")} for row in rows]
         st.dataframe(rows, hide_index=True, width="stretch",
-                     column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium")})
+                     column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium"),
+                                    # counts as every caption writes them: 49,152, not 49152
+                                    t("pipeline.col_kept"): st.column_config.NumberColumn(format="localized"),
+                                    t("pipeline.col_cut"): st.column_config.NumberColumn(format="localized")})
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
             render_orders(step, config, key, inputs, token_texts, tokenize)
 

@@ -5,6 +5,7 @@ Pages run on the tiny random Llama (typed into the Model box) or on a stand-in s
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -154,3 +155,6 @@ def test_step_by_step_writes_every_probability_one_way_and_every_entropy_another
     table = at.dataframe[0].value
     assert all(re.fullmatch(r"\d\.\d{4}", value) for value in table[words["col_mass"]])
     assert all(re.search(r"\(\d\.\d{4}\)$", value) for value in table[words["col_top"]])
+    shown = {column: config.get("type_config", {}).get("format")
+             for column, config in json.loads(at.dataframe[0].proto.columns).items()}
+    assert shown[words["col_kept"]] == shown[words["col_cut"]] == "localized"     # 49,152 as the captions write it
