@@ -164,7 +164,7 @@ def _controls(playing: bool) -> None:
     """First, Back, Next, Play and the step slider: callbacks that move the cursor before the panel is drawn."""
     # room for each label beside its icon and its shortcut hint ("⏮ Reset Home" is the widest): at 1280 px with
     # the sidebar open, a narrower first column showed "R… Home"
-    cols = st.columns([1.85, 1.25, 1.25, 1.25, 3.0])
+    cols = st.columns([1.8, 1.45, 1.45, 1.3, 2.6])
     cols[0].button(t("step.reset"), key="sbs_reset", icon="⏮", on_click=_do, args=("reset",), width="stretch",
                    help=t("step.reset_help"), disabled=recorded is not None, shortcut=shortcut("first"))
     cols[1].button(t("step.back"), key="sbs_back", icon="◀", on_click=_do, args=("back",), width="stretch",
@@ -223,10 +223,10 @@ def _step_chart(step, forced_here):
     chosen = step.chosen
     with facts_col:
         unit = chosen_unit(UNCERTAINTY)            # the panel's nats / bits switch, below, sets these too
-        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.2f} {unit_word(unit)}",
+        st.metric(t("step.entropy"), f"{in_unit(step.entropy, unit):.3f} {unit_word(unit)}",
                   help=t("step.entropy_help"))
         if not math.isnan(step.varentropy):
-            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.2f} {unit_word(unit)}²",
+            st.metric(t("step.varentropy"), f"{in_unit(step.varentropy, unit, 2):.3f} {unit_word(unit)}²",
                       help=t("step.varentropy_help"))
         if chosen is not None:
             st.metric(t("step.chosen_rank"), f"{chosen.rank}", help=t("step.chosen_rank_help"))
@@ -260,7 +260,7 @@ def _branch_controls(event, step) -> None:
         return
     picked = _clicked_token(event, step)
     options = [c.token_id for c in sorted(step.candidates, key=lambda c: c.rank)]
-    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.3f})" for c in step.candidates}
+    labels = {c.token_id: f"{c.rank}. {visible(c.text)}  (p = {c.prob:.4f})" for c in step.candidates}
     bcols = st.columns([3, 1])
     choice = bcols[0].selectbox(t("step.branch_pick"), options, format_func=labels.get, key="sbs_branch_token",
                                 help=t("step.branch_help"))

@@ -115,15 +115,18 @@ def render_stages(step, config, key: str, uploaded: bool = False, served: bool =
         rows = [{t("pipeline.col_stage"): stage_label(stage, words, config),
                  t("pipeline.col_kept"): stage.kept_count,
                  t("pipeline.col_cut"): stage.cut_count,
-                 t("pipeline.col_mass"): round(stage.removed_mass, 4),
+                 t("pipeline.col_mass"): f"{stage.removed_mass:.4f}",
                  t("pipeline.col_state"): state_words(stage),
-                 t("pipeline.col_top"): f"{visible(stage.top_text)} ({stage.top_prob:.3f})",
+                 t("pipeline.col_top"): f"{visible(stage.top_text)} ({stage.top_prob:.4f})",
                  t("pipeline.col_cut_tokens"): "  ".join(visible(c.text) for c in stage.cut[:CUT_LISTED])}
                 for stage in step.stages]
         if not any(row[t("pipeline.col_state")] for row in rows):       # no stage with a state: no column
             rows = [{k: v for k, v in row.items() if k != t("pipeline.col_state")} for row in rows]
         st.dataframe(rows, hide_index=True, width="stretch",
-                     column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium")})
+                     column_config={t("pipeline.col_state"): st.column_config.TextColumn(width="medium"),
+                                    # counts as every caption writes them: 49,152, not 49152
+                                    t("pipeline.col_kept"): st.column_config.NumberColumn(format="localized"),
+                                    t("pipeline.col_cut"): st.column_config.NumberColumn(format="localized")})
         if inputs is not None and config.strategy in WARPED_STRATEGIES:
             render_orders(step, config, key, inputs, token_texts, tokenize)
 

@@ -124,8 +124,10 @@ def step_caption(step, config: DecodeConfig, forced_token: int | None = None) ->
     chosen = step.chosen
     token = for_markdown(visible(step.chosen_texts[0]))
     rank = chosen.rank if chosen else "?"
-    prob = f"{chosen.prob:.3f}" if chosen else "?"
-    shaped = f"{chosen.shaped_prob:.3f}" if chosen else "?"
+    # one format on the page: a probability (or a share of it) to 4 decimals, as the chart's hover and the
+    # stage table give it
+    prob = f"{chosen.prob:.4f}" if chosen else "?"
+    shaped = f"{chosen.shaped_prob:.4f}" if chosen else "?"
     if forced_token is not None:
         return t("step.caption_forced", token=token, rank=rank, prob=prob)
     if config.strategy == "greedy":
@@ -133,7 +135,7 @@ def step_caption(step, config: DecodeConfig, forced_token: int | None = None) ->
     if config.strategy == "beam":
         return t("step.caption_beam", beams=config.num_beams, token=token, rank=rank, prob=prob)
     words = shaping_words(config)
-    covered = f"{1.0 - step.removed_mass:.2f}"
+    covered = f"{1.0 - step.removed_mass:.4f}"
     if config.strategy == "sample":
         if words:
             return t("step.caption_sample_shaped", shaping=for_markdown(words), kept=f"{step.kept_count:,}",

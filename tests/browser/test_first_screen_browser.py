@@ -78,10 +78,9 @@ def test_the_copy_link_box_is_whole_on_the_screen_and_carries_the_step(page, ser
     page.set_viewport_size({"width": 1280, "height": 720})       # a laptop, or a room's projector
     open_page(page, server, "step_by_step", "lang=en&tour=0&max_new_tokens=6")
     assert_no_exception(page, server)
-    # the stepping buttons' labels whole beside their shortcut hints (Reset read "R… Home" at this width)
-    cut = page.evaluate("""() => [...document.querySelectorAll('[class*="st-key-sbs_"] button .stMarkdownEllipsis')]
-        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
-    assert cut == [], cut
+    # the stepping buttons' labels whole beside their shortcut hints (Reset read "R… Home" at this width, and in
+    # Chinese Back and Next read "上…" and "下…")
+    assert cut_labels(page) == []
     for _ in range(2):
         act(page, lambda: page.locator(".st-key-sbs_next button").first.click())
     body = open_copy_link(page)
@@ -93,6 +92,14 @@ def test_the_copy_link_box_is_whole_on_the_screen_and_carries_the_step(page, ser
     assert hidden <= 1, f"{hidden} px of the box are cut off"
     link = code.inner_text()
     assert re.search(r"[?&]step=3(&|$)", link), link
+    open_page(page, server, "step_by_step", "lang=zh&tour=0&max_new_tokens=6")
+    assert cut_labels(page) == []
+
+
+def cut_labels(page) -> list:
+    """The texts of the stepping buttons' labels that the button cuts short (an ellipsis)."""
+    return page.evaluate("""() => [...document.querySelectorAll('[class*="st-key-sbs_"] button .stMarkdownEllipsis')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
 
 
 # ---- figures, drawn standalone ------------------------------------------------------------------------

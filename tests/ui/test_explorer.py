@@ -52,7 +52,7 @@ def test_step_forward_back_and_strategy(first_steps):
     tok1, tok2 = int(p1.argmax()), int(p2.argmax())
     at = open_page("pages/step_by_step.py", max_new_tokens=6, prompt=PROMPT)
     text = captions(at)
-    assert f"“{visible(lm.token_texts[tok1])}”" in text and f"p = {float(p1[tok1]):.3f}" in text
+    assert f"“{visible(lm.token_texts[tok1])}”" in text and f"p = {float(p1[tok1]):.4f}" in text
     assert next(m.value for m in at.metric if m.label == "Chosen token's rank") == "1"
 
     at.button(key="sbs_next").click().run()
@@ -62,7 +62,7 @@ def test_step_forward_back_and_strategy(first_steps):
     assert "step 2:" in at.html[0].value                        # two tokens in the text view now
 
     at.button(key="sbs_back").click().run()
-    assert f"p = {float(p1[tok1]):.3f}" in captions(at)
+    assert f"p = {float(p1[tok1]):.4f}" in captions(at)
     assert at.slider(key="sbs_slider").value == 1
 
     # sampling with top-p 0.5: the smallest set of tokens holding half the mass, counted by hand
@@ -71,8 +71,8 @@ def test_step_forward_back_and_strategy(first_steps):
     assert not at.exception
     sorted_p = torch.sort(p1, descending=True).values
     keep = int((torch.cumsum(sorted_p, 0) < 0.5).sum()) + 1
-    noun = "token" if keep == 1 else "tokens"
-    assert f"top-p 0.5 kept {keep} {noun} covering {float(sorted_p[:keep].sum()):.2f}" in captions(at)
+    tokens = "token" if keep == 1 else "tokens"             # a count of 1 takes the singular
+    assert f"top-p 0.5 kept {keep} {tokens} covering {float(sorted_p[:keep].sum()):.4f}" in captions(at)
     assert next(m.value for m in at.metric if m.label == "Tokens kept") == f"{keep:,}"
 
 

@@ -5,6 +5,7 @@ Pages run on the tiny random Llama (typed into the Model box) or on a stand-in s
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -132,3 +133,28 @@ def test_each_answers_download_is_named_from_its_prompt_settings_and_time(tiny_l
     assert names[0].startswith("decodescope-answers-The-capital-of-France-is-depth3-budget24-branch3-model-" + stamp)
     assert names[1].startswith("decodescope-answers-法国的首都是-depth3-budget24-branch3-sampler-t0.7-k0-p1-m0-")
     assert all(name.endswith(".json") and "/" not in name for name in names)
+
+
+# ---- one number format on Step by step ---------------------------------------------------------------
+def test_step_by_step_writes_every_probability_one_way_and_every_entropy_another(tiny_loads):
+    """A probability (or a share of one) with 4 decimals wherever Step by step writes it, as its chart's hover
+    does: the step's caption, the branch list, the stage table; an entropy in nats with 3 (the metrics said
+    1.48 beside the panel's 1.482). Values from the step's own record, formatted here."""
+    at = app("step_by_step", state={"strategy": "sample", "temperature": 0.7, "top_k": 5})
+    step = at.session_state["sbs"].current
+    chosen = step.chosen
+    caption = "\n".join(c.value for c in at.caption).replace("\\", "")
+    assert f"p = {chosen.prob:.4f}, after shaping {chosen.shaped_prob:.4f}" in caption, caption
+    assert f"covering {1 - step.removed_mass:.4f} of the mass" in caption
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[texts("step")["entropy"]] == f"{step.entropy:.3f} nats"
+    assert metrics[texts("step")["varentropy"]] == f"{step.varentropy:.3f} nats²"
+    branch = at.selectbox(key="sbs_branch_token")
+    assert all(re.search(r"\(p = \d\.\d{4}\)$", option) for option in branch.options), branch.options
+    words = texts("pipeline")
+    table = at.dataframe[0].value
+    assert all(re.fullmatch(r"\d\.\d{4}", value) for value in table[words["col_mass"]])
+    assert all(re.search(r"\(\d\.\d{4}\)$", value) for value in table[words["col_top"]])
+    shown = {column: config.get("type_config", {}).get("format")
+             for column, config in json.loads(at.dataframe[0].proto.columns).items()}
+    assert shown[words["col_kept"]] == shown[words["col_cut"]] == "localized"     # 49,152 as the captions write it

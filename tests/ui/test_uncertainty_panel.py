@@ -45,11 +45,11 @@ def test_the_unit_switch_sets_the_steps_metrics_too(tiny_loads, monkeypatch, lan
     h, v = hand(tiny_loads, tiny_loads.tokenizer(PROMPT)["input_ids"])
     metrics = {m.label: m.value for m in at.metric}
     entropy, varentropy = list(metrics.values())[:2]
-    assert entropy == f"{h:.2f} {nats}" and varentropy == f"{v:.2f} {nats}²"
+    assert entropy == f"{h:.3f} {nats}" and varentropy == f"{v:.3f} {nats}²"
     # AppTest formats a click's label outside the page's run, where the language comes from no session: the
     # page's language is made the one it reads there too
     import ui.i18n
     monkeypatch.setattr(ui.i18n, "language", lambda: lang)
     at.segmented_control(key="sbs_uncertainty_unit").set_value("bits").run()
     entropy, varentropy = [m.value for m in at.metric][:2]
-    assert entropy == f"{h / math.log(2):.2f} {bits}" and varentropy == f"{v / math.log(2) ** 2:.2f} {bits}²"
+    assert entropy == f"{h / math.log(2):.3f} {bits}" and varentropy == f"{v / math.log(2) ** 2:.3f} {bits}²"
