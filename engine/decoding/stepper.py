@@ -66,14 +66,12 @@ class _Openings:
         return kept[1].copy()
 
     def keep(self, lm: LoadedModel, prompt: str, config: DecodeConfig, runner: Runner) -> None:
-        if not isinstance(runner, Decoder) or len(runner.steps) != 1:
-            return
+        if not isinstance(runner, Decoder) or len(runner.steps) != 1 or runner.cache_bytes > self.max_bytes:
+            return                        # (a long prompt's cache is not copied only to be dropped)
         first = runner.copy()
         if first is None:
             return
         size = first.cache_bytes
-        if size > self.max_bytes:
-            return
         with self._lock:
             self._kept[self.key(lm, prompt, config)] = (lm, first, size)
             while sum(entry[2] for entry in self._kept.values()) > self.max_bytes:

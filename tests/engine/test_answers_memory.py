@@ -315,3 +315,23 @@ def test_a_decode_reads_a_long_prompt_in_parts_and_decodes_what_generate_does(mo
     out = lm.model.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, num_beams=config.num_beams,
                             length_penalty=1.0, pad_token_id=0, eos_token_id=list(lm.eos_token_ids) or None)
     assert trace.best.token_ids == out[0, len(prompt):].tolist()[:len(trace.best.token_ids)]
+
+
+def test_a_first_step_too_big_to_keep_is_not_copied():
+    """Step-by-step keeps first steps whose cache fits its budget; a bigger one is refused before its cache is
+    copied (an 8,000-token prompt's copy was 370 MB on SmolLM2, made only to be dropped)."""
+    from engine.stepper import _Openings
+    from engine.strategies import make_runner
+
+    lm = tiny_llama(seed=2)
+    runner = make_runner(lm, "the cat sat on the mat", DecodeConfig(max_new_tokens=4))
+    runner.step()
+    copies = []
+    real = runner.copy
+    runner.copy = lambda: copies.append(1) or real()
+    small = _Openings(max_bytes=runner.cache_bytes - 1)
+    small.keep(lm, "the cat sat on the mat", runner.config, runner)
+    assert copies == [] and small.start(lm, "the cat sat on the mat", runner.config) is None
+    roomy = _Openings(max_bytes=runner.cache_bytes)
+    roomy.keep(lm, "the cat sat on the mat", runner.config, runner)
+    assert copies == [1] and roomy.start(lm, "the cat sat on the mat", runner.config) is not None
