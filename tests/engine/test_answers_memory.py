@@ -320,7 +320,7 @@ def test_a_decode_reads_a_long_prompt_in_parts_and_decodes_what_generate_does(mo
 def test_a_first_step_too_big_to_keep_is_not_copied():
     """Step-by-step keeps first steps whose cache fits its budget; a bigger one is refused before its cache is
     copied (an 8,000-token prompt's copy was 370 MB on SmolLM2, made only to be dropped)."""
-    from engine.stepper import _Openings
+    from engine.decoding.stepper import _Openings
     from engine.strategies import make_runner
 
     lm = tiny_llama(seed=2)
