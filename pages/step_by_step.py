@@ -16,6 +16,7 @@ from ui.i18n import language, t
 from ui.page import open_page
 from ui.pipeline import render_escape, render_lens, render_stages, step_inputs
 from ui.present import main_chart, presenting, shortcut, upcoming_chart
+from ui.progress import prompt_progress
 from ui.replay import replay_to
 from ui.results import keep_or_stop
 from ui.served import served_badge, served_facts, served_limits, served_trace, with_badge
@@ -82,12 +83,14 @@ else:
         stepper = S.get("sbs")
         if not isinstance(stepper, Stepper) or S.get("sbs_identity") != identity:
             arriving = not isinstance(stepper, Stepper)      # a link's step counts once: a new prompt opens on 1
-            stepper = Stepper(lm, settings.prompt, config)
+            with prompt_progress():                          # a long prompt's first pass: a bar, not a blank page
+                stepper = Stepper(lm, settings.prompt, config)
             S["sbs"], S["sbs_identity"] = stepper, identity
             if arriving and read("step") > 1:      # with a progress bar and Stop: a link may ask for 1,024 steps
                 replay_to(stepper, read("step") - 1)
         else:
-            stepper.reconfigure(config)
+            with prompt_progress():                          # new settings may replay from the prompt
+                stepper.reconfigure(config)
         if "sbs_goto" in S:                # the loop-escape button asked to look at the loop's step again
             stepper.go(S.pop("sbs_goto"))
     except DecodeScopeError as exc:        # keep the decode already on screen, if there is one

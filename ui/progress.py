@@ -18,6 +18,7 @@ the page shows the kept steps until the settings change or the user continues.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -27,6 +28,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlException, StopException
 
 from engine import DecodeConfig, LoadedModel, Trace
+from engine.decoding.prefill import PREFILL_TOKENS, watching_prompts
 from engine.service import request_key, shared_service
 from figures.labels import for_markdown, visible
 from ui.i18n import t
@@ -155,7 +157,20 @@ class _Watch:
             return False
         return not self.flight.stop.is_set()      # a redraw may be skipped: Stop still ends the decode here
 
-    def _draw(self, fraction: float, left: float) -> None:
+    def on_prompt(self, read: int, total: int) -> None:
+        """A long prompt is being read (engine.decoding.prefill), before the first step: the same box, its bar
+        counting the prompt's tokens. Stop here is kept and ends the decode at its first step."""
+        self.flight.waiting = False
+        if self.interrupted is not None or self.flight.stop.is_set():
+            return
+        try:
+            self._draw(read / total, reading=reading_text(read, total, self.started))
+        except ScriptControlException as exc:     # Stop (or another click) interrupts this run
+            self.interrupted = exc
+            self.flight.stopped = isinstance(exc, StopException)
+            self.flight.stop.set()
+
+    def _draw(self, fraction: float, left: float = 0.0, reading: str | None = None) -> None:
         now = time.perf_counter()
         if self.box is None:
             send_gathered()       # the address this run has written so far goes out before its Stop button does
@@ -172,6 +187,9 @@ class _Watch:
         self.drawn_at = now
         self.draws += 1
         with self.lines.container():
+            if reading is not None:
+                st.progress(min(fraction, 1.0), text=reading)
+                return
             st.progress(min(fraction, 1.0), text=t("common.decoding_progress", percent=f"{fraction:.0%}",
                                                    left=f"{left:.0f}"))
             for label, text, done, total in zip(self.labels, self.texts, self.done, self.totals):
@@ -204,7 +222,8 @@ def _watched(name: str, keys: tuple, labels: list, totals: list, stoppable: bool
     watch = _Watch(name, labels, totals, stoppable, flight=_Flight(name, keys))
     S[_FLIGHTS] = [*S.get(_FLIGHTS, []), watch.flight]
     try:
-        traces, complete = run(watch.on_step, watch.waiting)
+        with watching_prompts(watch.on_prompt):
+            traces, complete = run(watch.on_step, watch.waiting)
         if not complete and stoppable:           # handed over without session state: see _Flight
             watch.flight.partial = traces
     finally:
@@ -214,6 +233,37 @@ def _watched(name: str, keys: tuple, labels: list, totals: list, stoppable: bool
         raise watch.interrupted
     _keep_partials()
     return traces
+
+
+def reading_text(read: int, total: int, started: float) -> str:
+    """The bar's words while a prompt of `total` tokens is read: the time left once a part has been read."""
+    if read <= 0:
+        return t("common.reading_prompt_start", total=f"{total:,}", part=f"{PREFILL_TOKENS:,}")
+    left = (time.perf_counter() - started) / read * max(total - read, 0)
+    return t("common.reading_prompt", read=f"{read:,}", total=f"{total:,}", left=f"{left:.0f}")
+
+
+@contextlib.contextmanager
+def prompt_progress():
+    """A bar while a long prompt is read inside the block, for a decode that draws no progress box of its own
+    (Step by step's first step, a replay under new settings). Streamlit's own Stop ends the run at a redraw."""
+    slot, started = None, time.perf_counter()
+
+    def on_part(read: int, total: int) -> None:
+        nonlocal slot
+        if slot is None:
+            slot = st.empty()
+        slot.progress(read / total, text=reading_text(read, total, started))
+
+    try:
+        with watching_prompts(on_part):
+            yield
+    except ScriptControlException:      # Streamlit stops an interrupted run again at its every element update
+        slot = None
+        raise
+    finally:
+        if slot is not None:
+            slot.empty()
 
 
 def held(name: str) -> bool:

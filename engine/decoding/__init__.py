@@ -3,7 +3,7 @@
 In the order data flows through them:
 kv.py       what the real KV cache holds, and what a shared-prefix cache would hold;
 record.py   one step's tensors turned into plain records (candidates, fed-back vector, KV rows);
-prefill.py  a long prompt read in parts, each a pass over the cache the parts before it left;
+prefill.py  a long prompt read in parts, each a pass over the cache the parts before it left (and watched);
 runner.py   the skeleton every decode shares: prefill, a pass per step, records, the trace;
 decoder.py  one sequence: greedy, sampling, the expected embedding, Gumbel-softmax;
 beam.py     beam search as transformers runs it, with every expansion recorded;

@@ -335,3 +335,43 @@ def test_a_first_step_too_big_to_keep_is_not_copied():
     roomy = _Openings(max_bytes=runner.cache_bytes)
     roomy.keep(lm, "the cat sat on the mat", runner.config, runner)
     assert copies == [1] and roomy.start(lm, "the cat sat on the mat", runner.config) is not None
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "lanes"])
+def test_a_watched_prompt_is_reported_part_by_part(monkeypatch, strategy):
+    """Inside `watching_prompts`, a prompt longer than one part is reported before its first part and after each
+    part (tokens read, prompt length), whichever decode reads it; a prompt of one part, or a read outside the
+    block, is not. The counts are the prompt's own length cut at multiples of the part size."""
+    monkeypatch.setattr(prefill, "PREFILL_TOKENS", 32)
+    lm = tiny_llama(seed=2)
+    text = "the cat sat on the mat " * 8
+    length = len(lm.tokenizer(text)["input_ids"])
+    assert length > 64 and length % 32
+    config = DecodeConfig(strategy="beam" if strategy == "beam" else "greedy", max_new_tokens=2,
+                          num_beams=2 if strategy == "beam" else 1)
+    read = []
+
+    def run(prompt):
+        if strategy == "lanes":
+            decode_lanes(lm, prompt, [config, DecodeConfig(strategy="sample", seed=3, max_new_tokens=2)])
+        else:
+            decode(lm, prompt, config)
+
+    with prefill.watching_prompts(lambda done, total: read.append((done, total))):
+        run(text)
+        assert read == [(n, length) for n in [0, *range(32, length, 32), length]]
+        read.clear()
+        run("the cat sat")                        # one part: one pass, nothing to watch
+    run(text)                                     # outside the block: nobody watches
+    assert read == []
+
+
+def test_the_innermost_watch_sees_the_prompt_and_the_outer_one_comes_back(monkeypatch):
+    monkeypatch.setattr(prefill, "PREFILL_TOKENS", 32)
+    lm = tiny_llama(seed=2)
+    outer, inner = [], []
+    with prefill.watching_prompts(lambda done, total: outer.append(done)):
+        with prefill.watching_prompts(lambda done, total: inner.append(done)):
+            decode(lm, "the cat sat on the mat " * 8, DecodeConfig(max_new_tokens=1))
+        decode(lm, "the cat sat on the mat " * 7, DecodeConfig(max_new_tokens=1))
+    assert inner[0] == 0 and inner[1:3] == [32, 64] and len(outer) == len(inner)
