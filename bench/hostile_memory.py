@@ -4,11 +4,13 @@ way its page or command runs it, in a fresh interpreter of its own, on the bundl
     .venv/bin/python bench/hostile_run.py --memory [--gemma] [CASE ...]
 
 For each case it prints the seconds until something is on screen (the first progress report: a page draws its
-bar and Stop there, the command line its first line), the seconds to the end, and the peak resident memory over
+bar and Stop there, the command line its first line), the seconds to a decode's first step where the case has
+steps (its first chart), the seconds to the end, and the peak resident memory over
 what the process held once the model was loaded and had run one short pass, each beside the machine's 1-minute
 load average when the case began and ended. Then the worst of each family. The goal: no case over +1.5 GB, and
 none over 60 s before something is on screen. Nothing is asserted here: tests/engine/test_answers_memory.py,
-tests/engine/test_dry_scan_bounded.py and tests/ui/test_replay_link.py assert the behaviour."""
+tests/engine/test_dry_scan_bounded.py, tests/ui/test_replay_link.py and tests/ui/test_prompt_progress.py assert
+the behaviour."""
 from __future__ import annotations
 
 import json
@@ -42,7 +44,7 @@ class Watch:
 
     def __init__(self):
         self.start_mib = self.peak_mib = rss_mib()
-        self.first_s = None
+        self.first_s = self.step_s = None
         self.load_before = os.getloadavg()[0]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -61,6 +63,12 @@ class Watch:
         """A progress report: the first one is when something is on screen."""
         if self.first_s is None:
             self.first_s = time.perf_counter() - self.t0
+
+    def stepped(self, *args, **kwargs) -> None:
+        """A decode's step: the first one is when its first chart or token is there."""
+        self.shown()
+        if self.step_s is None:
+            self.step_s = time.perf_counter() - self.t0
 
     def __exit__(self, *exc):
         self.total_s = time.perf_counter() - self.t0
@@ -120,24 +128,45 @@ def step_link(steps: int):
 
 def step_long_prompt(prompt_tokens: int):
     def run(lm: LoadedModel, watch):
-        """Step-by-step opened on a prompt of `prompt_tokens` tokens: its first step (the page draws it)."""
+        """Step-by-step opened on a prompt of `prompt_tokens` tokens: the bar counting the prompt's tokens as
+        they are read (engine.decoding.prefill.watching_prompts), then its first step (the page draws it)."""
         from engine import DecodeConfig
+        from engine.decoding.prefill import watching_prompts
         from engine.decoding.stepper import Stepper
 
-        Stepper(lm, prompt_of(lm, prompt_tokens), DecodeConfig(max_new_tokens=8))
-        watch.shown()
+        with watching_prompts(watch.shown):
+            Stepper(lm, prompt_of(lm, prompt_tokens), DecodeConfig(max_new_tokens=8))
+        watch.stepped()
     return run
 
 
 def compare_lanes(prompt_tokens: int, new_tokens: int):
     def run(lm: LoadedModel, watch):
-        """Compare: six lanes over one long prompt."""
+        """Compare: six lanes over one long prompt, its progress box counting the prompt's tokens first."""
         from engine import DecodeConfig
         from engine.decoding.lanes import decode_lanes
+        from engine.decoding.prefill import watching_prompts
 
         configs = [DecodeConfig(max_new_tokens=new_tokens)] + [
             DecodeConfig(strategy="sample", seed=s, max_new_tokens=new_tokens) for s in range(5)]
-        decode_lanes(lm, prompt_of(lm, prompt_tokens), configs, on_step=lambda lane, step: watch.shown())
+        with watching_prompts(watch.shown):
+            decode_lanes(lm, prompt_of(lm, prompt_tokens), configs, on_step=watch.stepped)
+    return run
+
+
+def decode_cli(prompt_tokens: int):
+    def run(lm: LoadedModel, watch):
+        """The command line's decode of a long --prompt-file, 8 new tokens: a line on stderr per part of the
+        prompt read (its first line is on screen), then the steps."""
+        from engine import DecodeConfig
+        from engine.decoding.prefill import watching_prompts
+        from engine.strategies import make_runner
+
+        runner = make_runner(lm, prompt_of(lm, prompt_tokens), DecodeConfig(max_new_tokens=8))
+        with watching_prompts(lambda read, total: read and watch.shown()):
+            while not runner.finished:
+                runner.step()
+                watch.stepped()
     return run
 
 
@@ -164,9 +193,12 @@ CASES = {   # name: (family, what it is, run)
     "dry-breakers-at-their-limits": ("DRY", "64 breakers of 40 characters, by link: the first step",
                                      dry_at_its_limits),
     "step-link-1024": ("Step-by-step", "step=1024&max_new_tokens=1024 (greedy, no end token)", step_link(1024)),
-    "step-prompt-8000-tokens": ("Step-by-step", "a prompt of 8,000 tokens: the first step", step_long_prompt(8000)),
-    "compare-6-lanes-8000-tokens": ("Compare", "six lanes over an 8,000-token prompt, 32 tokens each",
-                                    compare_lanes(8000, 32)),
+    "step-prompt-2048-tokens": ("Step-by-step", "a prompt of 2,048 tokens (the page's limit): the first step",
+                                step_long_prompt(2048)),
+    "compare-6-lanes-2048-tokens": ("Compare", "six lanes over a 2,048-token prompt (the page's limit), 32 tokens "
+                                    "each", compare_lanes(2048, 32)),
+    "decode-cli-8000-tokens": ("Command line", "decode --prompt-file of 8,000 tokens (no page limit), 8 new tokens",
+                               decode_cli(8000)),
 }
 
 
@@ -186,7 +218,8 @@ def run_case(name: str, model: str) -> dict:
             run(lm, watch)
         except Exception as exc:         # a refusal is a result too: said in one line
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    return {"name": name, "family": family, "what": what, "first_s": watch.first_s, "total_s": watch.total_s,
+    return {"name": name, "family": family, "what": what, "first_s": watch.first_s, "step_s": watch.step_s,
+            "total_s": watch.total_s,
             "over_mib": watch.peak_mib - watch.start_mib, "load_before": watch.load_before,
             "load_after": watch.load_after, "error": error}
 
@@ -202,7 +235,8 @@ def main(argv: list) -> int:
         print(f"unknown case {unknown[0]!r}; the cases: {', '.join(CASES)}", file=sys.stderr)
         return 2
     rows = []
-    print(f"{'case':<44} {'on screen':>10} {'to the end':>11} {'peak over start':>16}  load 1 min (start/end)")
+    print(f"{'case':<44} {'on screen':>10} {'1st step':>9} {'to the end':>11} {'peak over start':>16}  "
+          "load 1 min (start/end)")
     for name in names:
         done = subprocess.run([sys.executable, __file__, "--case", name, model], capture_output=True, text=True,
                               cwd=ROOT)
@@ -213,7 +247,8 @@ def main(argv: list) -> int:
         row = json.loads(found[0])
         rows.append(row)
         first = f"{row['first_s']:.1f} s" if row["first_s"] is not None else "never"
-        print(f"{name:<44} {first:>10} {row['total_s']:>9.1f} s {row['over_mib']:>+12.0f} MiB  "
+        step = f"{row['step_s']:.1f} s" if row.get("step_s") is not None else "-"
+        print(f"{name:<44} {first:>10} {step:>9} {row['total_s']:>9.1f} s {row['over_mib']:>+12.0f} MiB  "
               f"{row['load_before']:.1f} / {row['load_after']:.1f}  {row['error']}", flush=True)
     print()
     print(f"worst per family (goal: at most +{GOAL_MIB:,} MiB and {GOAL_FIRST_S:.0f} s before something is on "

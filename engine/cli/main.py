@@ -311,6 +311,16 @@ def load_progress():
     return progress
 
 
+def prompt_progress():
+    """A long prompt's reading as a line on stderr after each part (engine.decoding.prefill): a prompt file of
+    thousands of tokens is read for a minute before the first step, which would otherwise be a silent wait."""
+    def on_part(read: int, total: int) -> None:
+        if read:
+            print(f"[{read / total:4.0%}] reading the prompt: {read:,} of {total:,} tokens", file=sys.stderr)
+
+    return on_part
+
+
 def lens_main(args) -> int:
     try:
         if not 1 <= args.top <= 20:
@@ -421,11 +431,13 @@ def _run(args, config: DecodeConfig) -> Trace:
     if args.server is not None:
         trace = _served(args, config)
     else:
+        from engine.decoding.prefill import watching_prompts
         from engine.model import load_model            # PyTorch and transformers: only once the input is good
         from engine.strategies import decode
 
         lm = load_model(args.model, progress=load_progress(), device=args.device, dtype=args.dtype)
-        trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
+        with watching_prompts(prompt_progress()):
+            trace = decode(lm, args.prompt, config, draft_lm=_draft_model(config, args))
     if args.explain:
         from engine.explain.findings import with_findings
 

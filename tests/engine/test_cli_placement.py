@@ -38,3 +38,23 @@ def test_bfloat16_on_the_cpu_decodes_and_the_trace_says_so(capsys, monkeypatch, 
     # by hand for the tiny Llama: 2 (K and V) x 2 layers x 2 KV heads x head dim 8 x bytes per value
     assert runs["float32"]["kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 4
     assert runs["bfloat16"]["kv_bytes_per_token"] == 2 * 2 * 2 * 8 * 2
+
+
+def test_a_long_prompt_is_counted_on_stderr_as_it_is_read(capsys, monkeypatch, tiny_llama_folder, tmp_path):
+    """A prompt of several parts: one line a part on stderr, the tokens read of the prompt's own length; a prompt
+    of one part: no line."""
+    from engine.decoding import prefill
+
+    lm, folder = tiny_llama_folder
+    monkeypatch.setattr(prefill, "PREFILL_TOKENS", 16)
+    text = "the cat sat on the mat " * 3
+    length = len(lm.tokenizer(text)["input_ids"])
+    (tmp_path / "prompt.txt").write_text(text, encoding="utf-8")
+    result = cli_in_process(capsys, monkeypatch, "--prompt-file", str(tmp_path / "prompt.txt"),
+                            "--max-new-tokens", "2", model=folder)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "reading the prompt" in line]
+    assert [line.split(": ")[1] for line in lines] == [f"{n:,} of {length:,} tokens"
+                                                      for n in [*range(16, length, 16), length]]
+    result = cli_in_process(capsys, monkeypatch, "--prompt", "the cat", "--max-new-tokens", "2", model=folder)
+    assert result.returncode == 0 and "reading the prompt" not in result.stderr

@@ -70,7 +70,7 @@ def test_play_advances_a_served_trace(tiny_llama_folder, stub_server):
     at.sidebar.text_input(key="server").set_value(url).run()
     at.sidebar.button(key="served_connect").click().run()
     assert not at.exception, at.exception
-    first, second = f"p = {math.exp(-0.5):.3f}", f"p = {math.exp(-1.2):.3f}"
+    first, second = f"p = {math.exp(-0.5):.4f}", f"p = {math.exp(-1.2):.4f}"
     assert first in captions(at) and second not in captions(at)
     press_play(at)
     assert second in captions(at)
