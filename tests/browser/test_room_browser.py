@@ -1,7 +1,7 @@
 """A room in a real browser: `python -m room` with two app processes behind HAProxy, all on 127.0.0.1.
 
 One room for the module, eight browser contexts (eight students) opened through the proxy at once: the cookie
-spreads them over both processes and keeps each on its own for 20 Nexts; a trace downloaded from one process
+spreads them over both processes and keeps each on its own for 8 Nexts; a trace downloaded from one process
 is uploaded to the other, both through the proxy; a second HAProxy without the cookie, on the same two
 processes, shows what the cookie is for (a session's download is found only on its own process, so a request
 that goes to the other finds nothing); then one process is killed, and its students' tabs land on the other
@@ -45,7 +45,8 @@ pytestmark = pytest.mark.skipif(
     haproxy_binary() is None, reason="HAProxy is not installed (apt-get install haproxy; `make test` does it as root)")
 
 STUDENTS = 8
-NEXTS = 20
+NEXTS = 8           # a Next is a message on the tab's one websocket: the cookie chose its process once, at
+                    # the page load; more Nexts would test the websocket, not the cookie
 TOKENS = NEXTS + 4          # each student's decode; 1 + NEXTS of them are on screen at the end
 CLASS = plan(STUDENTS)      # each student's prompt and seed; students 0 and 1 are twins
 SOLO = Session(-1, "A single student asks about the weather:", 7)

@@ -6,11 +6,13 @@ The page opens fresh at the first size (a new tab, sized before the page is draw
 the window grows to the second size, as a teacher's window made larger (the stage follows the window). Screenshots
 of each first screen land in artifacts/screenshots/stage_<page>_<width>x<height>[_zh].png.
 
-On the same pages, with and without `present=1`: everything that holds text grows with it (token chips, the
-colour legend, dropdown text, tables, lane chips and axis titles: the browser's computed font size), and the
-notes drawn on charts and the beam tree's node labels reach a contrast of 4.5:1. These tests only look, so they
-share the page loads (a module's page pool): the English pages the first-screen test opened in presentation mode,
-and each page without it, opened once.
+Every page renders without presentation mode too, with no exception and its main chart (a screenshot of each in
+artifacts/screenshots/page_<page>.png). On the same pages, with and without `present=1`: everything that holds
+text grows with it (token chips, the colour legend, dropdown text, tables, lane chips and axis titles: the
+browser's computed font size), and the notes drawn on charts and the beam tree's node labels reach a contrast of
+4.5:1. These tests only look, so they share the page loads (a module's page pool): the English pages the
+first-screen test opened in presentation mode, and each page without it, opened once (by the test that every
+page renders).
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import json
 
 import pytest
 
-from browser_helpers import ROOT, SCREENSHOTS, PagePool, assert_no_exception, open_page, wait_idle
+from browser_helpers import (MODEL_TIMEOUT_MS, ROOT, SCREENSHOTS, PagePool, assert_no_exception, existing_pages,
+                             open_page, screenshot, wait_idle)
 from contrast import contrast, page_background, rgb, text_colours
 
 # page -> Streamlit key (prefix) of its main figure
@@ -236,6 +239,28 @@ def font_sizes(page, selectors: dict) -> dict:
         }
         return out;
     }""", selectors)
+
+
+# ---- every page renders, outside presentation mode: the pages the looking tests below share -----------------
+# what each page must show once its first run is done (its main chart; the interview page has none)
+PAGE_SIGN = {"step_by_step": "[data-testid='stPlotlyChart'] .main-svg", "beam_tree": ".st-key-beam_chart .main-svg",
+             "compare": ".st-key-cmp_chart .main-svg", "expected_embedding": ".st-key-ee_lane_chart .main-svg",
+             "teacher_forcing": ".st-key-tf_forced_chart .main-svg", "kv_cache": ".st-key-kv_rows_chart .main-svg",
+             "structured": ".st-key-so_strip .main-svg", "speculative": ".st-key-sd_strip .main-svg",
+             "answers": ".st-key-wa_tree .main-svg", "reproduce": ".st-key-rp_chart .main-svg", "interview": "h1"}
+
+
+@pytest.mark.parametrize("name", existing_pages())
+def test_each_page_renders_without_an_exception(pool, server, name):
+    page = pool.get(name, looked_at("0"), SCREENS[0])
+    assert_no_exception(page, server)
+    page.locator(PAGE_SIGN.get(name, "h1")).first.wait_for(state="attached", timeout=MODEL_TIMEOUT_MS)
+    wait_idle(page)
+    assert page.locator("h1").count() >= 1
+    screenshot(page, f"page_{name}")
+    assert_no_exception(page, server)
+    if name not in (*MEASURED, *DRAWN_TEXT):          # no test below looks at it
+        pool.take(name, looked_at("0"), SCREENS[0]).close()
 
 
 @pytest.mark.parametrize("name", list(MEASURED))
