@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from engine.config import WARPED_STRATEGIES
 
-from .labels import for_plotly
+from .labels import for_plotly, wrapped
 from .words import english
 
 RAW = "#4c78a8"        # blue: readable on white and on Streamlit's dark background
@@ -22,6 +22,7 @@ CUT = "rgba(150,150,150,0.45)"
 CHOSEN = "#e45756"     # red outline
 CUMULATIVE = "#54a24b"  # green line
 THRESHOLD = "#b279a2"
+NOTE_COLUMNS = 30      # the top-p line's label, in lines a phone's plot holds (a Chinese character is 2)
 OTHER = "rgba(120,120,120,0.55)"   # the share a served model's top-N leaves out
 MARK = '<span style="color:{colour}">▼</span>'   # a coloured marker before a label in the text colour
 
@@ -129,9 +130,10 @@ def _top_p_line(traces: list, notes: list, config, n: int, words: dict) -> None:
                        name=threshold, line=dict(color=THRESHOLD, dash="dash", width=2), hoverinfo="name",
                        showlegend=False))
     # the label under the line (the curve usually runs above it there), in the text colour: a purple line
-    # is a graphic, purple text would be too faint to read
-    notes.append(dict(x=n - 0.5, y=config.top_p, yref="y2", text=threshold, showarrow=False,
-                      xanchor="right", yanchor="top", font=dict(size=13)))
+    # is a graphic, purple text would be too faint to read. Anchored at the right, in lines short enough for
+    # a phone's plot (the caveat on one line ran off a 390-pixel screen's left edge)
+    notes.append(dict(x=n - 0.5, y=config.top_p, yref="y2", text="<br>".join(wrapped(threshold, NOTE_COLUMNS)),
+                      showarrow=False, xanchor="right", yanchor="top", align="right", font=dict(size=13)))
 
 
 def _click_targets(traces: list, x: list, token_ids: list, hover: list) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
+import unicodedata
 
 SPACE = "␣"
 NEWLINE = "⏎"
@@ -76,3 +78,42 @@ def code(text) -> str:
     """`text` as an inline code span on one line (a code span shows its text literally)."""
     flat = " ".join(str(text).split()).replace("`", "'")
     return f"`{flat}`" if flat else "∅"
+
+
+def display_width(text: str) -> int:
+    """Columns a text takes: a Chinese or other wide character takes two."""
+    return sum(2 if _wide(c) else 1 for c in text)
+
+
+def wrapped(text: str, width: int) -> list:
+    """Lines of at most `width` columns. Words are kept whole; wide characters (Chinese has no spaces to
+    break at) count two columns and a line may break between any two of them."""
+    if display_width(text) == len(text):
+        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+    lines, line = [], ""
+    for unit in _units(text):
+        if line and display_width(line + unit) > width:
+            lines.append(line.strip())
+            line = "" if unit == " " else unit
+        else:
+            line += unit
+    lines.append(line.strip())
+    return [x for x in lines if x]
+
+
+def _units(text: str) -> list:
+    """The text as units a line may break between: a space, one wide character, or a run of the others."""
+    units, run = [], ""
+    for char in text:
+        if char == " " or _wide(char):
+            if run:
+                units.append(run)
+            units.append(char)
+            run = ""
+        else:
+            run += char
+    return units + ([run] if run else [])
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in "WF"

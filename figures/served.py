@@ -7,8 +7,8 @@ The badge goes onto the figure itself, so it travels with an exported HTML file 
 from __future__ import annotations
 
 import html
-import textwrap
-import unicodedata
+
+from .labels import wrapped
 
 BADGE = ("top-{n} from {kind} at {url}, {numbers}: the listed tokens are exact, "
          "the other {other} is shown as 'other'")
@@ -54,45 +54,6 @@ def badge_text(trace, record, template: str = BADGE, phrases: dict = NUMBERS, **
 
 
 LINE_CHARS = 110      # a subtitle line that fits a chart on a laptop screen
-
-
-def display_width(text: str) -> int:
-    """Columns a text takes: a Chinese or other wide character takes two."""
-    return sum(2 if _wide(c) else 1 for c in text)
-
-
-def wrapped(text: str, width: int) -> list:
-    """Lines of at most `width` columns. Words are kept whole; wide characters (Chinese has no spaces to
-    break at) count two columns and a line may break between any two of them."""
-    if display_width(text) == len(text):
-        return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
-    lines, line = [], ""
-    for unit in _units(text):
-        if line and display_width(line + unit) > width:
-            lines.append(line.strip())
-            line = "" if unit == " " else unit
-        else:
-            line += unit
-    lines.append(line.strip())
-    return [x for x in lines if x]
-
-
-def _units(text: str) -> list:
-    """The text as units a line may break between: a space, one wide character, or a run of the others."""
-    units, run = [], ""
-    for char in text:
-        if char == " " or _wide(char):
-            if run:
-                units.append(run)
-            units.append(char)
-            run = ""
-        else:
-            run += char
-    return units + ([run] if run else [])
-
-
-def _wide(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in "WF"
 
 
 def with_badge(fig, text: str | None):

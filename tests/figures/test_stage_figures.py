@@ -3,9 +3,11 @@ the beam tree, the beam tree's outermost labels inside its plot, notes on charts
 white page of a saved figure, and a Step by step legend whose entries stay short."""
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import plotly.io as pio
+import pytest
 
 from engine import DecodeConfig
 from engine.inside.kv_trace import BeamCache, CacheStep, PagedBlock
@@ -14,6 +16,8 @@ from figures.candidates import candidates_figure
 from figures.kv import cache_rows, paged_blocks
 from figures.teacher import reference_bars
 from trace_builders import STEP, beam_trace
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ROW_LABELS = {"reused": "reused", "appended": "appended", "copied": "copied", "beam": "Beam", "parent": "parent",
               "rows": "rows", "title": "rows"}
@@ -117,3 +121,20 @@ class TestCandidatesLegend:
         assert "top-p = 0.75 (after T)" in [n.text for n in fig.layout.annotations]
         plain = candidates_figure(STEP, DecodeConfig(strategy="sample", top_p=0.75), texts=words)
         assert "top-p = 0.75" in [n.text for n in plain.layout.annotations]         # no temperature, no note
+
+    @pytest.mark.parametrize("lang", ["en", "zh"])
+    def test_the_temperature_caveat_comes_in_lines_a_phone_holds(self, lang):
+        """The whole caveat, in lines of at most 30 columns (a Chinese character takes two): on one line it ran
+        off the left edge of a 390-pixel phone's plot."""
+        import json
+
+        from figures.labels import display_width
+
+        step = json.loads((ROOT / "assets" / "texts" / lang / "step.json").read_text(encoding="utf-8"))
+        words = {"threshold": step["fig_threshold"], "after_temperature": step["fig_after_temperature"]}
+        fig = candidates_figure(STEP, DecodeConfig(strategy="sample", top_p=0.9, temperature=0.7), texts=words)
+        note = next(n.text for n in fig.layout.annotations if n.text.startswith("top-p = 0.9"))
+        lines = note.split("<br>")
+        whole = "top-p = 0.9" + step["fig_after_temperature"]
+        assert len(lines) >= 2 and all(display_width(line) <= 30 for line in lines), lines
+        assert "".join(lines).replace(" ", "") == whole.replace(" ", "")
