@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from engine import DecodeScopeError, TraceFormatError
-from engine.answers import Distribution, TreeSettings
 from engine.answers.meaning import forks, normalise
 from engine.answers.record import from_json, to_json
 from figures.answers import icicle, uncertainty_map
@@ -14,7 +13,7 @@ from figures.labels import for_markdown, visible
 from ui.answers_notes import certificate_line, entropy_lines, strategy_label
 from ui.agreement_view import agreement_section
 from ui.answers_end import end_controls, ends_line, ends_short, with_ends
-from ui.answers_run import explore_watched, kept, shared_run
+from ui.answers_run import explore_watched, identity_of, kept, request, shared_run
 from ui.answers_saved import live_settings, show_saved_run
 from ui.chart import show_figure
 from ui.file_text import isolated
@@ -52,9 +51,7 @@ beams = d4.multiselect(t("answers.beams"), ["2", "4", "8"], key="wa_beams", defa
 sync_url(wa_depth=depth, wa_budget=budget, wa_branch=branch, wa_samples=samples, wa_dist=kind,
          wa_temperature=temperature, wa_top_p=top_p, wa_beams=",".join(beams))
 stops = end_controls(box)
-dist = Distribution(kind, temperature, 0, top_p) if kind == "sampler" else Distribution()
-widths = tuple(sorted(int(b) for b in beams))
-tree_settings = TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist, stops=stops)
+tree_settings, widths = request(depth, budget, branch, kind, temperature, top_p, beams, stops)
 
 def share(x: float) -> str:
     """A probability as a percentage, with the digits that tell a tiny one from 0 and a near-certain one from 1."""
@@ -112,7 +109,7 @@ if uploaded is not None:
                                           widths))
 if run is None:
     lm = shared_model(settings)
-    identity = (lm.name, lm.facts, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)
+    identity = identity_of(lm, settings.prompt, settings.chat, tree_settings, widths, samples, settings.seed)
     run = kept(identity)
     stopped = run is not None
     if run is None and st.session_state.get("wa_run_id") == identity:

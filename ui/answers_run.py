@@ -12,6 +12,8 @@ The same model, prompt and settings give the same exact tree and the same seeded
 shared by every session of the server (`shared_run`, a few runs kept, the least recently used going first): a
 class that opens the same page computes it once, and a session that asks while another computes it waits for
 that one. A new run draws its tree as soon as it is grown (`on_tree`), while greedy, the beams and the samples run.
+The server computes the default page's run itself once its first model has loaded (`warm_default`, started by
+ui.serve), so the first visitor of the page finds it finished too.
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ from streamlit.runtime.scriptrunner_utils.exceptions import ScriptControlExcepti
 
 from collections import OrderedDict
 
+from engine.answers import Distribution, TreeSettings
 from engine.answers.run import AnswersRun, explore
+from engine.answers.stops import PRESETS
 from figures.labels import for_markdown, visible
 from ui.i18n import t
 from ui.progress import STOP_BRIDGE
@@ -40,6 +44,51 @@ _UNDER_WAY: dict = {}                     # identity -> an Event set when the se
 MAX_SHARED = 16                           # finished runs kept for every session
 MAX_SHARED_NODES = 200_000                # ... holding at most this many tree nodes together (a few tens of MB)
 WAIT_POLL_SECONDS = 0.25                  # a waiting session updates the page this often (a click can end it)
+
+
+def request(depth: int, budget: int, branch: int, kind: str, temperature: float, top_p: float, beams,
+            stops: tuple) -> tuple:
+    """(the tree's settings, the beam widths) from the page's controls: built in one place, so that the page and
+    the server's own run of the defaults (`warm_default`) ask for the same run."""
+    dist = Distribution(kind, temperature, 0, top_p) if kind == "sampler" else Distribution()
+    widths = tuple(sorted(int(b) for b in beams))
+    return TreeSettings(depth=depth, budget=budget, branch=branch, batch=16, distribution=dist, stops=stops), widths
+
+
+def identity_of(lm: LoadedModel, prompt: str, chat: bool, tree_settings, widths: tuple, samples: int,
+                seed: int) -> tuple:
+    """What a run is shared under: everything its tree, landings and samples depend on."""
+    return lm.name, lm.facts, prompt, chat, tree_settings, widths, samples, seed
+
+
+def warm_default(lm: LoadedModel, prompt: str) -> AnswersRun | None:
+    """The run the page opens with on its default settings (the landing prompt, chat off), computed without a
+    page and shared: the first visitor's tree was drawn 7.3 s after the address was opened, a later visitor's 3.0 s
+    (bench/bench_answers_open.py). Its passes take their turns behind a reader's (engine.model.turns). Nothing
+    happens when a session computes or has computed it already; None then."""
+    from ui.settings import TABLE
+
+    default = {name: setting.default for name, setting in TABLE.items()}
+    tree_settings, widths = request(default["wa_depth"], default["wa_budget"], default["wa_branch"],
+                                    default["wa_dist"], default["wa_temperature"], default["wa_top_p"],
+                                    default["wa_beams"], PRESETS[default["wa_stops"]])
+    chat = bool(default["chat"]) and lm.facts.has_chat_template
+    identity = identity_of(lm, prompt, chat, tree_settings, widths, default["wa_samples"], default["seed"])
+    done = threading.Event()
+    with _LOCK:
+        if identity in _SHARED or identity in _UNDER_WAY:
+            return None
+        _UNDER_WAY[identity] = done
+    try:
+        run = explore(lm, prompt, tree_settings, chat=chat, beams=(1, *widths), samples=default["wa_samples"],
+                      seed=default["seed"])
+        _share(identity, run)
+        return run
+    finally:
+        with _LOCK:
+            if _UNDER_WAY.get(identity) is done:
+                del _UNDER_WAY[identity]
+        done.set()
 
 
 def shared_run(identity: tuple) -> AnswersRun | None:

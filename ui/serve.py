@@ -19,10 +19,11 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 def _warm() -> None:
     """Load the first model, and meanwhile import what a page's first run would (the figures and the ui
-    modules): seconds a first visit no longer waits for."""
+    modules): seconds a first visit no longer waits for. Then compute Whole answers' default run (the page's
+    longest first open) for the first visitor, once the model is there."""
     from ui.shared_model import load_early      # torch, transformers, the engine: imported here, not by a visit
 
-    load_early()
+    loading = load_early()
     import figures
     import ui
 
@@ -30,6 +31,25 @@ def _warm() -> None:
         for module in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
             if module.name != "ui.serve":
                 importlib.import_module(module.name)
+    if loading is not None:
+        loading.join()
+        _answers_default()
+
+
+def _answers_default() -> None:
+    """Whole answers' run on its default settings, shared with the sessions that will open it (ui.answers_run)."""
+    from engine import DecodeScopeError
+    from ui.answers_run import warm_default
+    from ui.demo import DEFAULT_PROMPT
+    from ui.shared_model import loaded_model
+
+    lm = loaded_model("")
+    if lm is None:                              # the load failed: the first visit says why
+        return
+    try:
+        warm_default(lm, DEFAULT_PROMPT)
+    except DecodeScopeError:                    # the page computes it itself, and names any problem
+        pass
 
 
 def main(argv: list) -> int:

@@ -214,6 +214,28 @@ def test_a_finished_run_is_shared_by_every_session(tiny_loads, monkeypatch):
     assert len(grown) == 2
 
 
+def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(tiny_loads, monkeypatch):
+    """The server computes the default page's run as it starts (ui.serve -> warm_default); a first visitor on
+    the defaults then grows no tree of its own, and sees the engine's run on the page's documented defaults
+    (depth 8, budget 200, 6 children, 32 samples, greedy and beam 4). Asked again, the server computes nothing."""
+    import engine.answers.run
+    from ui.answers_run import warm_default
+    from ui.demo import DEFAULT_PROMPT
+
+    grown = []
+    real = engine.answers.run.grow_tree
+    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
+    assert warm_default(tiny_loads, DEFAULT_PROMPT) is not None and len(grown) == 1
+    assert warm_default(tiny_loads, DEFAULT_PROMPT) is None
+    at = open_app("answers", state={"prompt": DEFAULT_PROMPT})
+    assert len(grown) == 1                                  # the page computed nothing
+    want = explore(tiny_llama(), DEFAULT_PROMPT, TreeSettings(depth=8, budget=200, branch=6, batch=16),
+                   beams=(1, 4), samples=32)
+    table = at.dataframe[0].value
+    col = texts("answers")["col_prob"]
+    assert list(table[col])[:5] == pytest.approx([a.prob for a in want.tree.answers[:5]], rel=1e-6)
+
+
 def test_a_run_stopped_after_its_tree_says_it_places_no_strategy(tiny_loads, monkeypatch):
     """Stopped once the tree was grown: the strategies' section says the stopped run places none, in either
     language, rather than standing empty; and an unfinished strategy's text ends with '…'."""
