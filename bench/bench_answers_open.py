@@ -1,14 +1,16 @@
 """What the first open of Whole answers waits for, on its default settings (the bundled SmolLM2, "The capital of
 France is", depth 8, budget 200, 6 children kept, 32 samples, greedy and beam 4).
 
-    .venv/bin/python -m bench.bench_answers_open [--rounds 3] [--opens 3] [--no-browser]
+    .venv/bin/python -m bench.bench_answers_open [--rounds 3] [--opens 3] [--no-browser] [--settle 20]
 
 In this process, on the same model: one forward pass over the prompt; the tree alone (what the page's first chart
 waits for now: the page draws it as soon as it is grown); the whole run, tree, greedy and beam 4 and the samples
 (what the first chart waited for before, and what the command `python -m engine answers` computes after its
 load), each as a ratio to one forward pass. In Chromium (unless --no-browser), on a server started as `make run`
-starts it: the address opened, to the tree's chart drawn and to the whole page drawn, for the first visitor (who
-computes the run) and then in new browser profiles (the run every session shares). Beside each figure: the
+starts it: the address opened, to the tree's chart drawn and to the whole page drawn, for the first visitor and
+then in new browser profiles (the run every session shares). The server computes the default run itself once its
+model has loaded (ui.serve): a first visitor who comes at once waits for the load and that run, one who comes
+`--settle` seconds later finds it finished. Beside each figure: the
 machine's load (1-minute average) and its number of cores. A benchmark, not a test.
 """
 from __future__ import annotations
@@ -73,7 +75,7 @@ def in_process(rounds: int) -> None:
     say(f"the first chart now waits for the tree and its figure: {(tree_s + fig_s) / whole_s:.0%} of the whole run")
 
 
-def in_browser(opens: int) -> None:
+def in_browser(opens: int, settle: float = 0.0) -> None:
     from playwright.sync_api import sync_playwright
 
     from tests.browser.browser_helpers import CHROMIUM, CHROMIUM_ARGS, new_context, running_server, wait_idle
@@ -85,6 +87,9 @@ def in_browser(opens: int) -> None:
     with (tempfile.TemporaryDirectory() as logs, running_server(Path(logs), early_load=True) as server,
           sync_playwright() as pw):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        if settle:          # as a reader who opens the address a while after `make run` printed it
+            say(f"the server answers; the first visitor comes {settle:g} s later")
+            time.sleep(settle)
         for i in range(opens + 1):
             ctx = new_context(browser, server)
             page = ctx.new_page()
@@ -94,7 +99,8 @@ def in_browser(opens: int) -> None:
             first = time.perf_counter() - t
             page.locator(done).first.wait_for(state="attached", timeout=600_000)
             whole = time.perf_counter() - t
-            who = "the first visitor (computes the run)" if i == 0 else f"visitor {i + 1} (a new browser profile)"
+            who = (f"the first visitor, {settle:g} s after the server answered" if i == 0
+                   else f"visitor {i + 1} (a new browser profile)")
             say(f"Whole answers opened, {who}: tree drawn {first:.2f} s, whole page {whole:.2f} s")
             wait_idle(page)
             ctx.close()
@@ -106,10 +112,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--opens", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds between the server answering and the first visit (default 0: at once)")
     args = parser.parse_args()
     in_process(args.rounds)
     if not args.no_browser:
-        in_browser(args.opens)
+        in_browser(args.opens, args.settle)
 
 
 if __name__ == "__main__":
