@@ -115,7 +115,8 @@ if run is None:
     if run is None and st.session_state.get("wa_run_id") == identity:
         run = st.session_state["wa_run"]
     if run is None:
-        run = shared_run(identity)      # the same settings finished (or under way) in any session
+        # the same settings finished (or under way) in any session: its tree drawn as soon as it is grown
+        run = shared_run(identity, on_tree=lambda grown: drawn.append(show_tree(grown)))
         if run is not None:
             st.session_state["wa_run"], st.session_state["wa_run_id"] = run, identity
     if run is None:

@@ -40,10 +40,19 @@ MAX_KEPT = 64             # sessions whose stopped run is kept (the oldest goes 
 REDRAW_SECONDS = 0.5      # the ledger so far is redrawn at most this often
 _LOCK = threading.Lock()
 _SHARED: OrderedDict = OrderedDict()     # identity -> a finished run, shared by every session
-_UNDER_WAY: dict = {}                     # identity -> an Event set when the session computing it ends
+_UNDER_WAY: dict = {}                     # identity -> the _UnderWay of the session (or server) computing it
 MAX_SHARED = 16                           # finished runs kept for every session
 MAX_SHARED_NODES = 200_000                # ... holding at most this many tree nodes together (a few tens of MB)
 WAIT_POLL_SECONDS = 0.25                  # a waiting session updates the page this often (a click can end it)
+
+
+class _UnderWay:
+    """A run being computed for every session: `done` is set when it ends; `tree` holds its tree once grown, so
+    that a session waiting for it draws the tree as the computing one does, before the samples are drawn."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.tree = None
 
 
 def request(depth: int, budget: int, branch: int, kind: str, temperature: float, top_p: float, beams,
@@ -74,31 +83,35 @@ def warm_default(lm: LoadedModel, prompt: str) -> AnswersRun | None:
                                     default["wa_beams"], PRESETS[default["wa_stops"]])
     chat = bool(default["chat"]) and lm.facts.has_chat_template
     identity = identity_of(lm, prompt, chat, tree_settings, widths, default["wa_samples"], default["seed"])
-    done = threading.Event()
+    mine = _UnderWay()
     with _LOCK:
         if identity in _SHARED or identity in _UNDER_WAY:
             return None
-        _UNDER_WAY[identity] = done
+        _UNDER_WAY[identity] = mine
     try:
         run = explore(lm, prompt, tree_settings, chat=chat, beams=(1, *widths), samples=default["wa_samples"],
-                      seed=default["seed"])
+                      seed=default["seed"], on_tree=lambda tree: setattr(mine, "tree", tree))
         _share(identity, run)
         return run
     finally:
         with _LOCK:
-            if _UNDER_WAY.get(identity) is done:
+            if _UNDER_WAY.get(identity) is mine:
                 del _UNDER_WAY[identity]
-        done.set()
+        mine.done.set()
 
 
-def shared_run(identity: tuple) -> AnswersRun | None:
+def shared_run(identity: tuple, on_tree=None) -> AnswersRun | None:
     """A finished run of these settings from any session, waiting first for one under way in another session
-    (None if there is none, or if that one was stopped)."""
+    (None if there is none, or if that one was stopped). on_tree(tree): draws that run's tree once it is grown,
+    while its samples are still drawn."""
     with _LOCK:
         under_way = _UNDER_WAY.get(identity)
     if under_way is not None:
-        note = st.empty()
-        while not under_way.wait(WAIT_POLL_SECONDS):
+        note, drawn = st.empty(), False
+        while not under_way.done.wait(WAIT_POLL_SECONDS):
+            if on_tree is not None and not drawn and under_way.tree is not None:
+                on_tree(under_way.tree)
+                drawn = True
             note.caption(t("answers_end.same_run_elsewhere"))        # an element update: a click ends the wait
         note.empty()
     with _LOCK:
@@ -161,10 +174,11 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
         st.html(STOP_BRIDGE, unsafe_allow_javascript=True)
     interrupted: list = []
     drawn = [0.0]
-    stop, done = threading.Event(), threading.Event()
+    stop, mine = threading.Event(), _UnderWay()
+    done = mine.done
     with _LOCK:
         _FLIGHTS[session] = (stop, done)
-        under_way = _UNDER_WAY.setdefault(identity, done)
+        under_way = _UNDER_WAY.setdefault(identity, mine)
 
     def progress(fraction: float, line: str, snapshot) -> None:
         if interrupted:
@@ -186,6 +200,7 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
             interrupted.append(exc)
 
     def grown(tree) -> None:
+        mine.tree = tree                          # for the sessions waiting for this run (shared_run)
         if interrupted:
             return
         try:
@@ -211,7 +226,7 @@ def explore_watched(lm: LoadedModel, prompt: str, settings, chat: bool, beams, s
         with _LOCK:
             if _FLIGHTS.get(session) == (stop, done):
                 del _FLIGHTS[session]
-            if under_way is done:
+            if under_way is mine:
                 del _UNDER_WAY[identity]
         done.set()
     if interrupted:

@@ -236,6 +236,47 @@ def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(ti
     assert list(table[col])[:5] == pytest.approx([a.prob for a in want.tree.answers[:5]], rel=1e-6)
 
 
+def test_a_visitor_who_comes_while_the_run_is_computed_elsewhere_sees_its_tree_before_it_ends(tiny_loads,
+                                                                                              monkeypatch):
+    """The server's run of the defaults is grown but still drawing its samples when a visitor comes: the visitor's
+    page draws that tree while it waits (the run holds until the tree is drawn), then shows the finished run,
+    computing nothing itself."""
+    import threading
+
+    import engine.answers.run
+    import ui.answers_run as answers_run
+    from ui.demo import DEFAULT_PROMPT
+
+    grown, drawn = [], []
+    entered, release = threading.Event(), threading.Event()
+    real_grow, real_explore, real_shared = engine.answers.run.grow_tree, answers_run.explore, answers_run.shared_run
+    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real_grow(*a, **k))
+
+    def explore(*args, on_tree=None, **kwargs):
+        def hold(tree):
+            on_tree(tree)
+            entered.set()
+            release.wait(120)
+        return real_explore(*args, on_tree=hold, **kwargs)
+
+    def shared_run(identity, on_tree=None):
+        def draw(tree):
+            drawn.append(tree)
+            on_tree(tree)
+            release.set()
+        return real_shared(identity, on_tree=draw)
+
+    monkeypatch.setattr(answers_run, "explore", explore)
+    monkeypatch.setattr(answers_run, "shared_run", shared_run)
+    server = threading.Thread(target=answers_run.warm_default, args=(tiny_loads, DEFAULT_PROMPT))
+    server.start()
+    assert entered.wait(120)
+    at = open_app("answers", state={"prompt": DEFAULT_PROMPT})
+    server.join(120)
+    assert len(drawn) == 1 and release.is_set() and len(grown) == 1
+    assert len(figures(at)) >= 1 and {m.label for m in at.metric} >= {texts("answers")["m_answers"]}
+
+
 def test_a_run_stopped_after_its_tree_says_it_places_no_strategy(tiny_loads, monkeypatch):
     """Stopped once the tree was grown: the strategies' section says the stopped run places none, in either
     language, rather than standing empty; and an unfinished strategy's text ends with '…'."""
@@ -245,7 +286,7 @@ def test_a_run_stopped_after_its_tree_says_it_places_no_strategy(tiny_loads, mon
     stopped = explore(tiny_llama(), PROMPT, TreeSettings(depth=3, budget=24, branch=3), beams=(1, 4), samples=8,
                       on_tree=grown.append, should_stop=lambda: bool(grown))
     assert stopped.tree.stopped and not stopped.landings
-    monkeypatch.setattr(ui.answers_run, "shared_run", lambda identity: stopped)
+    monkeypatch.setattr(ui.answers_run, "shared_run", lambda identity, on_tree=None: stopped)
     for lang in ("en", "zh"):
         at = open_app("answers", params={**SMALL, "lang": lang})
         words = texts("answers_end", lang)
