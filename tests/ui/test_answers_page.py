@@ -236,6 +236,23 @@ def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(ti
     assert list(table[col])[:5] == pytest.approx([a.prob for a in want.tree.answers[:5]], rel=1e-6)
 
 
+def test_the_server_computes_the_default_run_on_its_first_model(tiny_loads, monkeypatch):
+    """ui.serve's step after the first load: the server's first model, the English landing prompt; a page opened
+    on the defaults then computes nothing."""
+    import engine.answers.run
+    import ui.serve
+    import ui.shared_model
+
+    grown = []
+    real = engine.answers.run.grow_tree
+    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
+    monkeypatch.setattr(ui.shared_model, "loaded_model", lambda name: tiny_loads if name == "" else None)
+    ui.serve._answers_default()
+    assert len(grown) == 1
+    open_app("answers", state={"prompt": "The capital of France is"})
+    assert len(grown) == 1
+
+
 def test_a_visitor_who_comes_while_the_run_is_computed_elsewhere_sees_its_tree_before_it_ends(tiny_loads,
                                                                                               monkeypatch):
     """The server's run of the defaults is grown but still drawing its samples when a visitor comes: the visitor's
