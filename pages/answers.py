@@ -162,7 +162,7 @@ table = pd.DataFrame([{
     t("answers.col_group"): normalise(a.text)[:60],
 } for i, a in enumerate(tree.answers[:100])])
 st.dataframe(table, hide_index=True, width="stretch",
-             column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3e")})
+             column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3g")})
 if tree.answers:
     top = tree.answers[0]
     st.markdown(t("answers.mode_share", text=for_markdown(visible(top.text)) if top.text else t("answers.empty"),
@@ -199,7 +199,7 @@ if run.samples is not None:
         t("answers.col_prob"): math.exp(o.logprob),
         t("answers.col_rank"): str(tree.rank_of(o.logprob)) if o.complete else "–",
     } for o in s.outcomes[:60]]), hide_index=True, width="stretch",
-        column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3e")})
+        column_config={t("answers.col_prob"): st.column_config.NumberColumn(format="%.3g")})
     st.caption(with_ends(t("answers.samples_caption", depth=tree.settings.depth), tree.settings.stops))
 
 # ---- uncertainty: of the next token, and of the answer -----------------------------------------------

@@ -149,7 +149,7 @@ def _clusters(agreement) -> None:
                      t("agreement.col_mass"): c.mass,
                      t("agreement.col_votes"): c.votes})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={t("agreement.col_mass"): st.column_config.NumberColumn(format="%.3e")})
+                 column_config={t("agreement.col_mass"): st.column_config.NumberColumn(format="%.3g")})
     votes = "" if math.isnan(agreement.vote_entropy) else t("agreement.vote_entropy",
                                                              h=f"{agreement.vote_entropy:.3f}")
     st.markdown(t("agreement.cluster_entropy", h=f"{agreement.cluster_entropy:.3f}",

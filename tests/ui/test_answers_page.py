@@ -317,3 +317,19 @@ def test_a_strategy_that_does_not_end_shows_its_first_tokens_and_an_ellipsis(tin
     assert unended, "the tiny model's greedy and beam answers end within 3 tokens; pick settings where one does not"
     opened = [m.value for m in at.markdown if "does not end within 3 tokens" in m.value]
     assert len(opened) == len(unended) and all(" … (" in v for v in opened), opened
+
+
+def test_every_probability_column_writes_the_three_digits_the_sentences_write(tiny_loads):
+    """One number format on the page: the tables' probability columns show 3 significant digits (printf's %.3g
+    in the browser), the digits the landings' sentences write, not 1.736e-2 beside 0.0174."""
+    import json
+
+    at = open_app("answers", params=SMALL)
+    formats = {name: column["type_config"]["format"] for d in at.dataframe
+               for name, column in json.loads(d.proto.columns).items() if "type_config" in column}
+    en, agreement = texts("answers"), texts("agreement")
+    assert formats.get(en["col_prob"]) == "%.3g" and formats.get(agreement["col_mass"]) == "%.3g", formats
+    table = at.dataframe[0].value
+    top = float(list(table[en["col_prob"]])[0])
+    assert any(f"probability {top:.3g}" in m.value for m in at.markdown)     # a strategy lands on the top answer
+
