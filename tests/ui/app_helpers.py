@@ -192,3 +192,18 @@ def latin_runs(at, own: list) -> list:
                 bare = bare.replace(piece, " ")
         found += THREE_WORDS.findall(bare)
     return found
+
+
+def open_interview(lang: str) -> AppTest:
+    """The Interview page in `lang`, run once; no exception allowed."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["lang"] = lang
+    at.switch_page("pages/interview.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def card_text(at: AppTest) -> str:
+    """Every Markdown block and caption on the page, in one text (the Interview cards' questions and answers)."""
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+

@@ -8,32 +8,20 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, texts
+from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
 from ui.interview_agreement import CARDS
 
 pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
-
-
-def open_interview(lang: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.query_params["lang"] = lang
-    at.switch_page("pages/interview.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def shown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
 
 
 def reveal_all(at: AppTest, lang: str) -> list:
     words = texts("interview_agree", lang)
     links = []
     for card in CARDS:
-        assert words[f"{card}_q"] in shown(at) and words[f"{card}_a"] not in shown(at), card
+        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
         at.button(key=f"iv_ag_reveal_{card}").click().run()
         assert not at.exception, at.exception
-        assert words[f"{card}_a"] in shown(at), card
+        assert words[f"{card}_a"] in card_text(at), card
         labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
         found = [p for p in at.get("page_link") if p.proto.label in labels]
         assert sorted(p.proto.label for p in found) == sorted(labels), card
@@ -45,7 +33,7 @@ def reveal_all(at: AppTest, lang: str) -> list:
 def test_the_cards_show_the_question_first_and_link_to_the_agreement_section(tiny_loads, lang):
     at = open_interview(lang)
     other = texts("interview_agree", "zh" if lang == "en" else "en")
-    assert not any(other[f"{card}_q"] in shown(at) for card in CARDS)
+    assert not any(other[f"{card}_q"] in card_text(at) for card in CARDS)
     links = reveal_all(at, lang)
     assert len(links) == 5 and all(page == "answers" for page, _ in links)
     for _, params in links:

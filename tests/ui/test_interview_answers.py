@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, texts
+from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
 
 pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
 CARDS = ("beam", "mode", "length", "entropy")
@@ -16,27 +16,15 @@ CAPITAL = "What is the capital of France? Answer in one word."
 TITLES = {"answers": "answers", "beam_tree": "beam"}
 
 
-def open_interview(lang: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.query_params["lang"] = lang
-    at.switch_page("pages/interview.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
-
-
 def reveal_all(at: AppTest, lang: str) -> list[tuple[str, dict]]:
     """Reveal each card in turn; (page stem, query) of every link its answer shows."""
     words = texts("interview_wa", lang)
     links = []
     for card in CARDS:
-        assert words[f"{card}_q"] in markdown(at) and words[f"{card}_a"] not in markdown(at), card
+        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
         at.button(key=f"iv_wa_reveal_{card}").click().run()
         assert not at.exception, at.exception
-        assert words[f"{card}_a"] in markdown(at), card
+        assert words[f"{card}_a"] in card_text(at), card
         labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
         found = [p for p in at.get("page_link") if p.proto.label in labels]
         assert sorted(p.proto.label for p in found) == sorted(labels), card
@@ -48,7 +36,7 @@ def reveal_all(at: AppTest, lang: str) -> list[tuple[str, dict]]:
 def test_the_cards_show_the_question_first_and_the_answer_with_its_demos_on_demand(tiny_loads, lang):
     at = open_interview(lang)
     other = texts("interview_wa", "zh" if lang == "en" else "en")
-    assert not any(other[f"{card}_q"] in markdown(at) for card in CARDS)
+    assert not any(other[f"{card}_q"] in card_text(at) for card in CARDS)
     links = reveal_all(at, lang)
     assert [page for page, _ in links].count("answers") == 6 and ("beam_tree", links[-2][1]) in links
     for page, params in links:
@@ -58,7 +46,7 @@ def test_the_cards_show_the_question_first_and_the_answer_with_its_demos_on_dema
             assert params["chat"] == "1"
             assert params["model"] == "smollm2-135m"
     at.button(key="iv_wa_reveal_beam").click().run()
-    assert texts("interview_wa", lang)["beam_a"] not in markdown(at)
+    assert texts("interview_wa", lang)["beam_a"] not in card_text(at)
 
 
 def _opened(page: str, params: dict) -> AppTest:
@@ -100,7 +88,7 @@ def test_the_stop_card_opens_gemma_on_a_chinese_prompt_with_its_stop_strings(tin
     at = open_interview(lang)
     words = texts("interview_wa", lang)
     at.button(key="iv_wa_reveal_stop").click().run()
-    assert words["stop_a"] in markdown(at)
+    assert words["stop_a"] in card_text(at)
     found = [p for p in at.get("page_link") if p.proto.label in (words["stop_link1"], words["stop_link2"])]
     links = [dict(parse_qsl(p.proto.query_string)) for p in found]
     assert [(q["model"], q["chat"], q["prompt"], q["wa_stops"]) for q in links] == [

@@ -8,22 +8,10 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, texts
+from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 CARDS = ("contradict", "paths", "coconut", "cost", "moi", "greedy")
-
-
-def open_interview(lang: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.query_params["lang"] = lang
-    at.switch_page("pages/interview.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
 
 
 def reveal_all(at: AppTest, lang: str) -> list[dict]:
@@ -31,10 +19,10 @@ def reveal_all(at: AppTest, lang: str) -> list[dict]:
     words = texts("interview_si", lang)
     links = []
     for card in CARDS:
-        assert words[f"{card}_q"] in markdown(at) and words[f"{card}_a"] not in markdown(at), card
+        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
         at.button(key=f"iv_si_reveal_{card}").click().run()
         assert not at.exception, at.exception
-        assert words[f"{card}_a"] in markdown(at), card
+        assert words[f"{card}_a"] in card_text(at), card
         labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
         found = [p for p in at.get("page_link") if p.proto.label in labels]
         assert sorted(p.proto.label for p in found) == sorted(labels), card
@@ -48,12 +36,12 @@ def reveal_all(at: AppTest, lang: str) -> list[dict]:
 def test_six_cards_show_the_question_first_and_the_answer_with_its_demos_on_demand(tiny_loads, lang):
     at = open_interview(lang)
     other = texts("interview_si", "zh" if lang == "en" else "en")
-    assert not any(other[f"{card}_q"] in markdown(at) for card in CARDS)
+    assert not any(other[f"{card}_q"] in card_text(at) for card in CARDS)
     links = reveal_all(at, lang)
     assert len(links) == 8
     assert all(params["lang"] == lang and params["section"] == "soft-inputs" for params in links)
     at.button(key="iv_si_reveal_cost").click().run()
-    assert texts("interview_si", lang)["cost_a"] not in markdown(at)
+    assert texts("interview_si", lang)["cost_a"] not in card_text(at)
 
 
 def test_each_link_opens_the_lanes_it_names(tiny_loads):

@@ -8,41 +8,29 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import ROOT, texts
+from app_helpers import ROOT, card_text, open_interview, texts
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 
-
-
-def open_interview(lang: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
-    at.query_params["lang"] = lang
-    at.switch_page("pages/interview.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_chain_asks_one_question_at_a_time_and_links_each_answer_to_its_demo(tiny_loads, lang):
     words = texts("interview_so", lang)
     at = open_interview(lang)
-    assert words["q1"] in markdown(at) and words["a1"] not in markdown(at)
+    assert words["q1"] in card_text(at) and words["a1"] not in card_text(at)
     links = []
     for n in (1, 2, 3):
         at.button(key="iv_so_reveal").click().run()
-        assert words[f"a{n}"] in markdown(at)
+        assert words[f"a{n}"] in card_text(at)
         link = [p for p in at.get("page_link") if p.proto.label == words[f"link{n}"]]
         assert len(link) == 1
         links.append(dict(parse_qsl(link[0].proto.query_string)))
         if n < 3:
             at.button(key="iv_so_next").click().run()
-            assert words[f"q{n + 1}"] in markdown(at) and words[f"a{n + 1}"] not in markdown(at)
+            assert words[f"q{n + 1}"] in card_text(at) and words[f"a{n + 1}"] not in card_text(at)
     at.button(key="iv_so_restart").click().run()
-    assert words["q2"] not in markdown(at)
+    assert words["q2"] not in card_text(at)
     # each link opens Structured output holding the settings it names (in 中文 the first one only: the
     # pages do not depend on the language)
     for params in links if lang == "en" else links[:1]:
