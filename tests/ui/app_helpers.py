@@ -207,3 +207,21 @@ def card_text(at: AppTest) -> str:
     """Every Markdown block and caption on the page, in one text (the Interview cards' questions and answers)."""
     return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
 
+
+def reveal_cards(at: AppTest, section: str, key: str, cards, lang: str) -> list:
+    """Reveal each Interview card of a set (its texts in `section`, its buttons iv_<key>_reveal_<card>) in turn:
+    each shows its question first and its answer only once revealed, with every link its texts name. Returns
+    (page stem, query) of every link, in order."""
+    words = texts(section, lang)
+    links = []
+    for card in cards:
+        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
+        at.button(key=f"iv_{key}_reveal_{card}").click().run()
+        assert not at.exception, at.exception
+        assert words[f"{card}_a"] in card_text(at), card
+        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
+        found = [p for p in at.get("page_link") if p.proto.label in labels]
+        assert sorted(p.proto.label for p in found) == sorted(labels), card
+        links += [(PAGE_BY_HASH[p.proto.page_script_hash], dict(parse_qsl(p.proto.query_string))) for p in found]
+    return links
+

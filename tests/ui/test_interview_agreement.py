@@ -3,30 +3,19 @@ its answer on demand, in English and 中文, and each link opening Whole answers
 settings it names (the utility, the samples, the question asked in English on the bundled chat model)."""
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
+from app_helpers import ROOT, card_text, open_interview, reveal_cards, texts
 from ui.interview_agreement import CARDS
 
 pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
 
 
 def reveal_all(at: AppTest, lang: str) -> list:
-    words = texts("interview_agree", lang)
-    links = []
-    for card in CARDS:
-        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
-        at.button(key=f"iv_ag_reveal_{card}").click().run()
-        assert not at.exception, at.exception
-        assert words[f"{card}_a"] in card_text(at), card
-        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
-        found = [p for p in at.get("page_link") if p.proto.label in labels]
-        assert sorted(p.proto.label for p in found) == sorted(labels), card
-        links += [(PAGE_BY_HASH[p.proto.page_script_hash], dict(parse_qsl(p.proto.query_string))) for p in found]
-    return links
+    """Reveal each card in turn; (page stem, query) of every link its answer shows."""
+    return reveal_cards(at, "interview_agree", "ag", CARDS, lang)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

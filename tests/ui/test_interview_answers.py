@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
+from app_helpers import ROOT, card_text, open_interview, reveal_cards, texts
 
 pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("navigation_frame")]
 CARDS = ("beam", "mode", "length", "entropy")
@@ -16,20 +16,9 @@ CAPITAL = "What is the capital of France? Answer in one word."
 TITLES = {"answers": "answers", "beam_tree": "beam"}
 
 
-def reveal_all(at: AppTest, lang: str) -> list[tuple[str, dict]]:
+def reveal_all(at: AppTest, lang: str) -> list:
     """Reveal each card in turn; (page stem, query) of every link its answer shows."""
-    words = texts("interview_wa", lang)
-    links = []
-    for card in CARDS:
-        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
-        at.button(key=f"iv_wa_reveal_{card}").click().run()
-        assert not at.exception, at.exception
-        assert words[f"{card}_a"] in card_text(at), card
-        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
-        found = [p for p in at.get("page_link") if p.proto.label in labels]
-        assert sorted(p.proto.label for p in found) == sorted(labels), card
-        links += [(PAGE_BY_HASH[p.proto.page_script_hash], dict(parse_qsl(p.proto.query_string))) for p in found]
-    return links
+    return reveal_cards(at, "interview_wa", "wa", CARDS, lang)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

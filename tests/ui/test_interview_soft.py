@@ -3,33 +3,20 @@ its answer on demand, in English and 中文, and each link opening Expected embe
 settings it names."""
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import PAGE_BY_HASH, ROOT, card_text, open_interview, texts
+from app_helpers import ROOT, card_text, open_interview, reveal_cards, texts
 
 pytestmark = pytest.mark.usefixtures("navigation_frame")
 CARDS = ("contradict", "paths", "coconut", "cost", "moi", "greedy")
 
 
 def reveal_all(at: AppTest, lang: str) -> list[dict]:
-    """Reveal each card in turn; the query of every link its answer shows."""
-    words = texts("interview_si", lang)
-    links = []
-    for card in CARDS:
-        assert words[f"{card}_q"] in card_text(at) and words[f"{card}_a"] not in card_text(at), card
-        at.button(key=f"iv_si_reveal_{card}").click().run()
-        assert not at.exception, at.exception
-        assert words[f"{card}_a"] in card_text(at), card
-        labels = [v for k, v in words.items() if k.startswith(f"{card}_link")]
-        found = [p for p in at.get("page_link") if p.proto.label in labels]
-        assert sorted(p.proto.label for p in found) == sorted(labels), card
-        for p in found:
-            assert PAGE_BY_HASH[p.proto.page_script_hash] == "expected_embedding"
-            links.append(dict(parse_qsl(p.proto.query_string)))
-    return links
+    """Reveal each card in turn; the query of every link its answer shows (each opens Expected embedding)."""
+    links = reveal_cards(at, "interview_si", "si", CARDS, lang)
+    assert all(page == "expected_embedding" for page, _ in links)
+    return [query for _, query in links]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
