@@ -19,6 +19,16 @@ pytestmark = [pytest.mark.apptest, pytest.mark.tiny, pytest.mark.usefixtures("na
 SMALL = {"wa_depth": 3, "wa_budget": 24, "wa_branch": 3, "wa_samples": 8}
 
 
+@pytest.fixture
+def grown(monkeypatch) -> list:
+    """One entry per tree the engine grows from here on, by any page, session or server."""
+    import engine.answers.run
+
+    trees, real = [], engine.answers.run.grow_tree
+    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: trees.append(1) or real(*a, **k))
+    return trees
+
+
 def number(shown: str) -> float:
     """A probability as the page writes it: '12.34%', '3.10e-05' or '1 − 2.00e-05'."""
     if shown.startswith("1 − "):
@@ -199,13 +209,8 @@ def test_the_tree_is_drawn_before_the_samples_run(tiny_loads, monkeypatch):
     assert {m.label for m in at.metric} >= {texts("answers")["m_answers"]}
 
 
-def test_a_finished_run_is_shared_by_every_session(tiny_loads, monkeypatch):
+def test_a_finished_run_is_shared_by_every_session(tiny_loads, grown):
     """Two sessions on the same settings: the second shows the first one's run without computing it again."""
-    import engine.answers.run
-
-    grown = []
-    real = engine.answers.run.grow_tree
-    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
     first = open_app("answers", params=SMALL)
     second = open_app("answers", params=SMALL)
     assert len(grown) == 1
@@ -214,17 +219,13 @@ def test_a_finished_run_is_shared_by_every_session(tiny_loads, monkeypatch):
     assert len(grown) == 2
 
 
-def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(tiny_loads, monkeypatch):
+def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(tiny_loads, grown):
     """The server computes the default page's run as it starts (ui.serve -> warm_default); a first visitor on
     the defaults then grows no tree of its own, and sees the engine's run on the page's documented defaults
     (depth 8, budget 200, 6 children, 32 samples, greedy and beam 4). Asked again, the server computes nothing."""
-    import engine.answers.run
     from ui.answers_run import warm_default
     from ui.demo import DEFAULT_PROMPT
 
-    grown = []
-    real = engine.answers.run.grow_tree
-    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
     assert warm_default(tiny_loads, DEFAULT_PROMPT) is not None and len(grown) == 1
     assert warm_default(tiny_loads, DEFAULT_PROMPT) is None
     at = open_app("answers", state={"prompt": DEFAULT_PROMPT})
@@ -236,16 +237,12 @@ def test_the_servers_own_run_of_the_defaults_is_the_one_a_first_visitor_opens(ti
     assert list(table[col])[:5] == pytest.approx([a.prob for a in want.tree.answers[:5]], rel=1e-6)
 
 
-def test_the_server_computes_the_default_run_on_its_first_model(tiny_loads, monkeypatch):
+def test_the_server_computes_the_default_run_on_its_first_model(tiny_loads, grown, monkeypatch):
     """ui.serve's step after the first load: the server's first model, the English landing prompt; a page opened
     on the defaults then computes nothing."""
-    import engine.answers.run
     import ui.serve
     import ui.shared_model
 
-    grown = []
-    real = engine.answers.run.grow_tree
-    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real(*a, **k))
     monkeypatch.setattr(ui.shared_model, "loaded_model", lambda name: tiny_loads if name == "" else None)
     ui.serve._answers_default()
     assert len(grown) == 1
@@ -253,21 +250,19 @@ def test_the_server_computes_the_default_run_on_its_first_model(tiny_loads, monk
     assert len(grown) == 1
 
 
-def test_a_visitor_who_comes_while_the_run_is_computed_elsewhere_sees_its_tree_before_it_ends(tiny_loads,
+def test_a_visitor_who_comes_while_the_run_is_computed_elsewhere_sees_its_tree_before_it_ends(tiny_loads, grown,
                                                                                               monkeypatch):
     """The server's run of the defaults is grown but still drawing its samples when a visitor comes: the visitor's
     page draws that tree while it waits (the run holds until the tree is drawn), then shows the finished run,
     computing nothing itself."""
     import threading
 
-    import engine.answers.run
     import ui.answers_run as answers_run
     from ui.demo import DEFAULT_PROMPT
 
-    grown, drawn = [], []
+    drawn = []
     entered, release = threading.Event(), threading.Event()
-    real_grow, real_explore, real_shared = engine.answers.run.grow_tree, answers_run.explore, answers_run.shared_run
-    monkeypatch.setattr(engine.answers.run, "grow_tree", lambda *a, **k: grown.append(1) or real_grow(*a, **k))
+    real_explore, real_shared = answers_run.explore, answers_run.shared_run
 
     def explore(*args, on_tree=None, **kwargs):
         def hold(tree):
